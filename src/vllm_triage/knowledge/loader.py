@@ -1,0 +1,184 @@
+"""Read and validate the knowledge files; a malformed file is one clear error naming file and row."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from vllm_triage.knowledge.schema import (
+    CudaFamily,
+    CudaToolkit,
+    DriverBranch,
+    ForwardCompat,
+    Gpu,
+    ImageMap,
+    Phases,
+    Recipe,
+    Signature,
+)
+
+DATA_DIR = Path(__file__).parent / "data"
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class KnowledgeError(Exception):
+    """A knowledge file that cannot be used; the message names the file and the row."""
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """Every fact the tool reasons with, validated."""
+
+    data_dir: Path
+    toolkits: list[CudaToolkit]
+    families: list[CudaFamily]
+    branches: list[DriverBranch]
+    gpus: list[Gpu]
+    forward_compat: ForwardCompat
+    images: ImageMap
+    phases: Phases
+    recipes: dict[str, Recipe]
+    signatures: list[Signature]
+    files: list[str] = field(default_factory=list)
+
+    def signature(self, rule_id: str) -> Signature | None:
+        return next((s for s in self.signatures if rule_id in (s.id, s.name)), None)
+
+    def gpu(self, product_name: str) -> Gpu | None:
+        """The GPU row whose nvidia-smi name pattern matches product_name."""
+        return next((g for g in self.gpus if g.matches(product_name)), None)
+
+    def family(self, major: int) -> CudaFamily | None:
+        return next((f for f in self.families if f.major == major), None)
+
+    def branch(self, number: int) -> DriverBranch | None:
+        return next((b for b in self.branches if b.number == number), None)
+
+
+def _format_error(where: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'row'}: {err['msg']}" for err in exc.errors()
+    )
+    return f"{where}: {problems}"
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root.parent))
+    except ValueError:
+        return str(path)
+
+
+def _validate(model: type[ModelT], data: Any, where: str) -> ModelT:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise KnowledgeError(_format_error(where, exc)) from None
+    except ValueError as exc:
+        raise KnowledgeError(f"{where}: {exc}") from None
+
+
+def _read_csv(path: Path, model: type[ModelT], root: Path) -> list[ModelT]:
+    name = _relative(path, root)
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            rows = []
+            # Row numbers count the header as row 1, as a spreadsheet shows them.
+            for number, raw in enumerate(reader, start=2):
+                if None in raw or None in raw.values():
+                    raise KnowledgeError(f"{name} row {number}: wrong number of columns")
+                rows.append(_validate(model, raw, f"{name} row {number}"))
+    except OSError as exc:
+        raise KnowledgeError(f"{name}: cannot read: {exc.strerror}") from None
+    if not rows:
+        raise KnowledgeError(f"{name}: no rows")
+    return rows
+
+
+def _read_yaml(path: Path, root: Path) -> Any:
+    name = _relative(path, root)
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except OSError as exc:
+        raise KnowledgeError(f"{name}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise KnowledgeError(f"{name}{where}: not valid YAML: {problem}") from None
+
+
+def _yaml_model(path: Path, model: type[ModelT], root: Path) -> ModelT:
+    return _validate(model, _read_yaml(path, root), _relative(path, root))
+
+
+def _signatures(folder: Path, root: Path) -> list[Signature]:
+    found: list[Signature] = []
+    for path in sorted(folder.glob("*.yaml")):
+        name = _relative(path, root)
+        document = _read_yaml(path, root)
+        if not isinstance(document, dict) or not isinstance(document.get("rules"), list):
+            raise KnowledgeError(f"{name}: expected a mapping with a 'rules' list")
+        for index, rule in enumerate(document["rules"], start=1):
+            if not isinstance(rule, dict):
+                raise KnowledgeError(f"{name} rule {index}: expected a mapping")
+            where = f"{name} rule {index} ({rule.get('id', '?')})"
+            found.append(_validate(Signature, {"as_of": document.get("as_of"), **rule}, where))
+    seen: dict[str, str] = {}
+    for signature in found:
+        for key in (signature.id, signature.name):
+            if key in seen:
+                raise KnowledgeError(f"signature {key} is defined twice")
+            seen[key] = signature.id
+    return found
+
+
+def _recipes(folder: Path, root: Path) -> dict[str, Recipe]:
+    recipes = {}
+    for path in sorted(folder.glob("*.yaml")):
+        recipe = _yaml_model(path, Recipe, root)
+        if recipe.id != path.stem:
+            raise KnowledgeError(f"{_relative(path, root)}: id {recipe.id!r} must match the file name")
+        recipes[recipe.id] = recipe
+    return recipes
+
+
+def load_knowledge(data_dir: Path | None = None) -> KnowledgeBase:
+    """Load and validate every knowledge file under data_dir (the packaged data by default)."""
+    return _load_packaged() if data_dir is None else _load(data_dir)
+
+
+@cache
+def _load_packaged() -> KnowledgeBase:
+    return _load(DATA_DIR)
+
+
+def _load(root: Path) -> KnowledgeBase:
+    if not root.is_dir():
+        raise KnowledgeError(f"{root}: knowledge folder not found")
+    base = KnowledgeBase(
+        data_dir=root,
+        toolkits=_read_csv(root / "cuda_toolkits.csv", CudaToolkit, root),
+        families=_read_csv(root / "cuda_families.csv", CudaFamily, root),
+        branches=_read_csv(root / "driver_branches.csv", DriverBranch, root),
+        gpus=_read_csv(root / "gpus.csv", Gpu, root),
+        forward_compat=_yaml_model(root / "forward_compat.yaml", ForwardCompat, root),
+        images=_yaml_model(root / "vllm_images.yaml", ImageMap, root),
+        phases=_yaml_model(root / "phases.yaml", Phases, root),
+        recipes=_recipes(root / "recipes", root),
+        signatures=_signatures(root / "signatures", root),
+        files=sorted(
+            _relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}
+        ),
+    )
+    base.toolkits.sort(key=lambda row: row.cuda_version)
+    return base
