@@ -192,8 +192,8 @@ def _unknown(scans: Sequence[FileScan]) -> Finding:
         evidence=tail,
         summary=summary,
         next_steps=[
-            "Collect the full log from the container's start (docker logs / kubectl logs --previous), "
-            "or run `vllm-triage collect` to freeze all evidence.",
+            "Collect the full log from the container's start (docker logs, or kubectl logs "
+            "--previous for a restarted pod) and diagnose that.",
         ],
         avoid=["Do not change the driver or tune flags without evidence of the cause."],
         driver_change_advised=False,
@@ -241,8 +241,11 @@ def analyze(
             log_agrees = primary is not None and (primary.cause == "driver_too_old" or explained)
             if primary is not None and primary.cause != "driver_too_old":
                 findings.insert(0, primary.model_copy(update={"role": "cascade"}))
+            agreement = _facts_text(primary.facts) if primary else ""
             primary = threshold.model_copy(
                 update={
+                    "summary": threshold.summary
+                    + (f" The log agrees: {agreement}." if agreement else ""),
                     "evidence": evidence[:_EVIDENCE_LIMIT + 1],
                     "confidence": 0.97 if log_agrees else 0.8,
                     "role": "root",

@@ -1,0 +1,3 @@
+from vllm_triage.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Output formats: rich text for people at a terminal, markdown for tickets, JSON for scripts."""
