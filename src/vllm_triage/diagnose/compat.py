@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
+from typing import Any
 
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.knowledge.schema import CudaToolkit, Gpu
@@ -19,7 +20,7 @@ from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
 _TOOLKITS = "cuda_toolkits.csv"
 _FAMILIES = "cuda_families.csv"
 _FORWARD = "forward_compat.yaml"
-_OPS: dict[str, Callable[[object, object], bool]] = {
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge,
     "<=": operator.le,
     ">": operator.gt,
@@ -128,7 +129,9 @@ def check_compat(
     native = _native_row(kb, cuda)
     family = kb.family(cuda.major)
     gpu_row = kb.gpu(gpu) if gpu else None
-    min_driver = native.min_linux_driver if native else (family.min_linux_driver if family else None)
+    min_driver = (
+        native.min_linux_driver if native else (family.min_linux_driver if family else None)
+    )
     rows = []
     if ceiling_row:
         rows.append(
@@ -137,7 +140,8 @@ def check_compat(
         )
     if native:
         rows.append(f"{_TOOLKITS}: CUDA {native.release} needs >= {native.min_linux_driver}")
-    source = (native or ceiling_row).source if (native or ceiling_row) else kb.toolkits[0].source
+    cited = native or ceiling_row
+    source = cited.source if cited else kb.toolkits[0].source
     common = dict(
         driver=str(driver),
         driver_branch=driver.branch,

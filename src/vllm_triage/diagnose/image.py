@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from vllm_triage.errors import InputError
-
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.versions import CudaVersion, VersionError
 
@@ -73,7 +72,9 @@ def image_cuda_from_config(path: Path) -> ImageCuda:
 def _split_reference(reference: str) -> tuple[str, str]:
     name, _, digest = reference.partition("@")
     if digest and ":" not in name.rsplit("/", 1)[-1]:
-        raise ImageError(f"image {reference!r}: a digest alone does not tell the CUDA; pass --image-config")
+        raise ImageError(
+            f"image {reference!r}: a digest alone does not tell the CUDA; pass --image-config"
+        )
     repository, sep, tag = name.rpartition(":")
     if not sep or "/" in tag:
         return name, "latest"
@@ -93,11 +94,15 @@ def image_cuda_from_reference(kb: KnowledgeBase, reference: str) -> ImageCuda:
             return ImageCuda(named.cuda, None, f"tag {tag} ({named.note})")
     if match := re.search(images.suffix_pattern, tag):
         return ImageCuda(
-            CudaVersion(int(match.group(1)), int(match.group(2))), None, f"tag suffix cu{match.group(1)}{match.group(2)}"
+            CudaVersion(int(match.group(1)), int(match.group(2))),
+            None,
+            f"tag suffix cu{match.group(1)}{match.group(2)}",
         )
     if match := _RELEASE_TAG.match(tag):
         release = tuple(int(part) for part in match.groups())
         for row in images.default_cuda_by_release:
             if release >= row.since_tuple:
                 return ImageCuda(row.cuda, None, f"default CUDA of vLLM releases since {row.since}")
-    raise ImageError(f"image {reference!r}: cannot tell its CUDA from the tag; pass --image-config or --cuda")
+    raise ImageError(
+        f"image {reference!r}: cannot tell its CUDA from the tag; pass --image-config or --cuda"
+    )

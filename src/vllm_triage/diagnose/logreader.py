@@ -7,8 +7,7 @@ normalised. Memory stays bounded whatever the file size or line length.
 
 from __future__ import annotations
 
-from vllm_triage.errors import InputError
-
+import contextlib
 import json
 import re
 from collections import deque
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import re2
+
+from vllm_triage.errors import InputError
 
 BLOCK_SIZE = 8 << 20
 MAX_LINE_BYTES = 64 << 10
@@ -60,10 +61,8 @@ def normalize(raw: bytes, number: int) -> LogLine:
     text = raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace").rstrip("\r\n")
     text = _ANSI.sub("", text).replace("\r", "")
     if text.startswith('{"log":'):
-        try:
+        with contextlib.suppress(json.JSONDecodeError, AttributeError):
             text = str(json.loads(text).get("log", text)).rstrip("\n")
-        except (json.JSONDecodeError, AttributeError):
-            pass
     stripped = True
     while stripped:
         stripped = False

@@ -56,9 +56,9 @@ class _PhaseTracker:
     def see(self, milestone: CompiledMilestone, line: int) -> bool:
         """Record a milestone; True when it starts a new attempt (the process restarted)."""
         self.first_seen.setdefault(milestone.milestone.id, line)
-        restarted = (
-            milestone.milestone.phase == "before_weights"
-            and self.phase not in (None, "before_weights")
+        restarted = milestone.milestone.phase == "before_weights" and self.phase not in (
+            None,
+            "before_weights",
         )
         if restarted:
             self.restarts += 1

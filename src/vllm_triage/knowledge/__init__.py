@@ -4,4 +4,11 @@ from vllm_triage.knowledge.check import check_knowledge
 from vllm_triage.knowledge.export import grep_patterns
 from vllm_triage.knowledge.loader import DATA_DIR, KnowledgeBase, KnowledgeError, load_knowledge
 
-__all__ = ["DATA_DIR", "KnowledgeBase", "KnowledgeError", "check_knowledge", "grep_patterns", "load_knowledge"]
+__all__ = [
+    "DATA_DIR",
+    "KnowledgeBase",
+    "KnowledgeError",
+    "check_knowledge",
+    "grep_patterns",
+    "load_knowledge",
+]

@@ -147,7 +147,9 @@ def _recipes(folder: Path, root: Path) -> dict[str, Recipe]:
     for path in sorted(folder.glob("*.yaml")):
         recipe = _yaml_model(path, Recipe, root)
         if recipe.id != path.stem:
-            raise KnowledgeError(f"{_relative(path, root)}: id {recipe.id!r} must match the file name")
+            raise KnowledgeError(
+                f"{_relative(path, root)}: id {recipe.id!r} must match the file name"
+            )
         recipes[recipe.id] = recipe
     return recipes
 
@@ -176,9 +178,7 @@ def _load(root: Path) -> KnowledgeBase:
         phases=_yaml_model(root / "phases.yaml", Phases, root),
         recipes=_recipes(root / "recipes", root),
         signatures=_signatures(root / "signatures", root),
-        files=sorted(
-            _relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}
-        ),
+        files=sorted(_relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}),
     )
     base.toolkits.sort(key=lambda row: row.cuda_version)
     return base

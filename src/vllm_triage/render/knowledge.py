@@ -26,8 +26,10 @@ def _cuda(kb: KnowledgeBase) -> RenderableType:
     return _table(
         "CUDA toolkit release -> minimum Linux driver",
         ["CUDA", "release", "min driver", "certainty", "source"],
-        [[str(r.cuda_version), r.release, str(r.min_linux_driver), r.certainty, r.source]
-         for r in kb.toolkits],
+        [
+            [str(r.cuda_version), r.release, str(r.min_linux_driver), r.certainty, r.source]
+            for r in kb.toolkits
+        ],
     )
 
 
@@ -35,8 +37,10 @@ def _families(kb: KnowledgeBase) -> RenderableType:
     return _table(
         "Minor-version compatibility floors",
         ["family", "min driver", "note", "certainty", "source"],
-        [[f"{r.major}.x", str(r.min_linux_driver), r.note, r.certainty, r.source]
-         for r in kb.families],
+        [
+            [f"{r.major}.x", str(r.min_linux_driver), r.note, r.certainty, r.source]
+            for r in kb.families
+        ],
     )
 
 
@@ -52,8 +56,17 @@ def _gpus(kb: KnowledgeBase) -> RenderableType:
     return _table(
         "GPUs",
         ["name", "nvidia-smi name", "CC", "memory GB", "data center", "certainty"],
-        [[g.name, g.nvidia_smi_pattern, g.compute_capability, g.memory_gb,
-          "yes" if g.datacenter else "no", g.certainty] for g in kb.gpus],
+        [
+            [
+                g.name,
+                g.nvidia_smi_pattern,
+                g.compute_capability,
+                g.memory_gb,
+                "yes" if g.datacenter else "no",
+                g.certainty,
+            ]
+            for g in kb.gpus
+        ],
     )
 
 
@@ -72,8 +85,10 @@ def _forward(kb: KnowledgeBase) -> RenderableType:
 def _images(kb: KnowledgeBase) -> RenderableType:
     images = kb.images
     rows = [[f"tag {t.tag}", str(t.cuda), t.note, t.source] for t in images.named_tags]
-    rows += [[f"vX.Y.Z >= {r.since}", str(r.cuda), r.note, r.source]
-             for r in images.default_cuda_by_release]
+    rows += [
+        [f"vX.Y.Z >= {r.since}", str(r.cuda), r.note, r.source]
+        for r in images.default_cuda_by_release
+    ]
     rows.append([f"suffix {images.suffix_pattern}", "from the suffix", "explicit variant tag", ""])
     return _table("vLLM images -> CUDA (tag fallback)", ["tag", "CUDA", "note", "source"], rows)
 
@@ -93,14 +108,20 @@ def _recipes(kb: KnowledgeBase) -> RenderableType:
 def _recipe(kb: KnowledgeBase, name: str) -> RenderableType:
     r = kb.recipes[name]
     rows = [
-        ["name", r.name], ["image", f"{r.image} (CUDA {r.image_cuda})"],
-        ["min vLLM", r.min_vllm_version], ["driver", f"{r.min_driver_branch}+: {r.driver_note}"],
-        ["hardware", r.recommended_hardware], ["start-up", r.startup_note],
+        ["name", r.name],
+        ["image", f"{r.image} (CUDA {r.image_cuda})"],
+        ["min vLLM", r.min_vllm_version],
+        ["driver", f"{r.min_driver_branch}+: {r.driver_note}"],
+        ["hardware", r.recommended_hardware],
+        ["start-up", r.startup_note],
         *[[f"flag {f.flag}", f.why] for f in r.required_flags],
         ["tool calls", f"{' '.join(r.tool_calls.flags)}: {r.tool_calls.note}"],
         ["context", f"{r.context.max_model_len}: {r.context.note}"],
-        ["all2all", f"RDMA {r.all2all_backends.rdma}, NVLink {r.all2all_backends.nvlink}: "
-                    f"{r.all2all_backends.note}"],
+        [
+            "all2all",
+            f"RDMA {r.all2all_backends.rdma}, NVLink {r.all2all_backends.nvlink}: "
+            f"{r.all2all_backends.note}",
+        ],
         ["source", f"{r.source} (as of {r.as_of}, {r.certainty})"],
     ]
     return _table(f"Recipe {r.id}", ["field", "value"], rows)
@@ -119,8 +140,10 @@ def _signature(kb: KnowledgeBase, rule: str) -> RenderableType:
     assert s is not None
     rows = [
         ["cause", s.cause + "".join(f", {k}: {v}" for k, v in s.cause_by_phase.items())],
-        ["tier / phase", f"{s.tier} / {s.phase}"], ["confidence", f"{s.confidence:.2f}"],
-        ["summary", s.summary], ["explanation", s.explanation.strip()],
+        ["tier / phase", f"{s.tier} / {s.phase}"],
+        ["confidence", f"{s.confidence:.2f}"],
+        ["summary", s.summary],
+        ["explanation", s.explanation.strip()],
         *[["pattern", p] for p in s.patterns],
         *[["next step", step] for step in s.next_steps],
         *[["do not", item] for item in s.avoid],

@@ -45,7 +45,9 @@ def _finding_panel(finding: Finding) -> Panel:
         evidence.append(f"  {where}: ", style="cyan")
         evidence.append(f"{_short(item.text)}\n")
     advice = Text(
-        "Driver change advised: yes" if finding.driver_change_advised else "Driver change advised: no",
+        "Driver change advised: yes"
+        if finding.driver_change_advised
+        else "Driver change advised: no",
         style="bold red" if finding.driver_change_advised else "bold green",
     )
     parts: list[RenderableType] = [header, Text(finding.summary)]
