@@ -202,3 +202,13 @@ def test_markdown_is_ticket_ready():
     )
     assert done.stdout.startswith("## vllm-triage diagnosis: `driver_too_old`")
     assert "### Evidence" in done.stdout and "### Do not" in done.stdout
+
+
+def test_request_traceback_frames_mean_after_start(diagnose_text):
+    log = (
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/serving_chat.py", '
+        "line 212, in create_chat_completion\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.\n"
+    )
+    result = diagnose_text(log)
+    assert (result.primary.cause, result.primary.phase) == ("oom_under_load", "after_start")
