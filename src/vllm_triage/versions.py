@@ -8,12 +8,14 @@ from functools import total_ordering
 
 from vllm_triage.errors import InputError
 
-_DRIVER_RE = re.compile(r"^\s*r?(\d{2,4})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?\s*$", re.IGNORECASE)
-_CUDA_DOTTED_RE = re.compile(
-    r"^\s*(?:cuda\s*)?v?(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?\s*$", re.IGNORECASE
+_DRIVER_RE = re.compile(
+    r"^\s*r?(\d{2,4})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?\s*$", re.IGNORECASE | re.ASCII
 )
-_CUDA_TAG_RE = re.compile(r"^\s*cu(\d{1,2})(\d)\s*$", re.IGNORECASE)
-_CUDA_INT_RE = re.compile(r"^\s*(\d{4,6})\s*$")
+_CUDA_DOTTED_RE = re.compile(
+    r"^\s*(?:cuda\s*)?v?(\d{1,2})\.(\d{1,2})(?:\.(\d{1,3}))?\s*$", re.IGNORECASE | re.ASCII
+)
+_CUDA_TAG_RE = re.compile(r"^\s*cu(\d{1,2})(\d)\s*$", re.IGNORECASE | re.ASCII)
+_CUDA_INT_RE = re.compile(r"^\s*(\d{4,6})\s*$", re.ASCII)
 
 
 class VersionError(InputError):
