@@ -139,7 +139,7 @@ def _signatures(folder: Path, root: Path) -> list[Signature]:
             if key in seen:
                 raise KnowledgeError(f"signature {key} is defined twice")
             seen[key] = signature.id
-    return found
+    return sorted(found, key=lambda signature: signature.id)
 
 
 def _recipes(folder: Path, root: Path) -> dict[str, Recipe]:
