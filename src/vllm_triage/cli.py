@@ -109,10 +109,14 @@ def diagnose(
     image_cuda: Annotated[str | None, typer.Option(help="CUDA of the image, e.g. 13.0.")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU name as nvidia-smi prints it.")] = None,
     recipe: Annotated[str | None, typer.Option(help="Model recipe, e.g. kimi-k3.")] = None,
+    image_config: Annotated[
+        Path | None, typer.Option(help="Image config JSON, for the image's CUDA.")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Image reference, for the image's CUDA.")] = None,
     output_format: Annotated[DiagnoseFormat, typer.Option("--format")] = DiagnoseFormat.text,
 ) -> None:
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""
-    result = diagnose_logs(logs, driver, image_cuda, gpu, recipe)
+    result = diagnose_logs(logs, driver, image_cuda, gpu, recipe, image_config, image)
     if output_format is DiagnoseFormat.json:
         print(result.model_dump_json(indent=2))
     elif output_format is DiagnoseFormat.markdown:
@@ -162,18 +166,22 @@ def knowledge_patterns() -> None:
 def main() -> None:
     """Console-script entry point: one-line errors, documented exit codes, never a traceback."""
     try:
-        app()
+        code = app(standalone_mode=False)
     except InputError as exc:
         _print_error(str(exc), EXIT_BAD_INPUT)
     except KnowledgeError as exc:
         _print_error(f"knowledge base: {exc}", EXIT_BROKEN_KNOWLEDGE)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         _print_error("interrupted", 130)
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(EXIT_OK)
+    except typer.TyperException as exc:  # usage errors: unknown option, missing argument
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        _print_error(f"{message} (see --help)", getattr(exc, "exit_code", EXIT_BAD_INPUT))
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 def _print_error(message: str, code: int) -> NoReturn:
-    print(f"vllm-triage: error: {message}", file=sys.stderr)
+    print(f"vllm-triage: error: {' '.join(message.split())}", file=sys.stderr)
     sys.exit(code)

@@ -92,6 +92,8 @@ def diagnose(
     image_cuda: str | None = None,
     gpu: str | None = None,
     recipe: str | None = None,
+    image_config: Path | None = None,
+    image: str | None = None,
     kb: KnowledgeBase | None = None,
 ) -> Diagnosis:
     """Read the logs of one failed start (paths, or "-" for stdin) and say what went wrong."""
@@ -100,7 +102,7 @@ def diagnose(
         raise InputError("give at least one log file (or - for standard input)")
     chosen = resolve_recipe(kb, recipe)
     driver_version = DriverVersion.parse(driver) if driver is not None else None
-    cuda = resolve_image_cuda(kb, image_cuda, recipe=chosen)
+    cuda = resolve_image_cuda(kb, image_cuda, image_config, image, chosen)
     scans = [_scan_path(path, kb) for path in logs]
     verdict = (
         check_compat(kb, driver_version, cuda.cuda, gpu, cuda.require)
