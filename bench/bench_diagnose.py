@@ -216,9 +216,16 @@ def _startup_lines(when: dt.datetime) -> list[str]:
         f"{API} INFO {t5} [launcher.py:186] Available routes are:",
     ]
     for route, methods in (
-        ("/openapi.json", "GET, HEAD"), ("/docs", "GET, HEAD"), ("/health", "GET"),
-        ("/metrics", "GET"), ("/tokenize", "POST"), ("/v1/models", "GET"), ("/version", "GET"),
-        ("/v1/chat/completions", "POST"), ("/v1/completions", "POST"), ("/v1/responses", "POST"),
+        ("/openapi.json", "GET, HEAD"),
+        ("/docs", "GET, HEAD"),
+        ("/health", "GET"),
+        ("/metrics", "GET"),
+        ("/tokenize", "POST"),
+        ("/v1/models", "GET"),
+        ("/version", "GET"),
+        ("/v1/chat/completions", "POST"),
+        ("/v1/completions", "POST"),
+        ("/v1/responses", "POST"),
     ):
         out.append(f"{API} INFO {t5} [launcher.py:195] Route: {route}, Methods: {methods}")
     out += [
@@ -262,17 +269,17 @@ def _serving_second(rng: random.Random, variant: int) -> bytes:
         roll = rng.random()
         if roll < 0.93:
             lines.append(
-                f'INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(2, 250)}:{port} - '
+                f"INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(2, 250)}:{port} - "
                 '"POST /v1/chat/completions HTTP/1.1" 200 OK'
             )
         elif roll < 0.97:
             lines.append(
-                f'INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(2, 250)}:{port} - '
+                f"INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(2, 250)}:{port} - "
                 '"POST /v1/completions HTTP/1.1" 200 OK'
             )
         else:
             lines.append(
-                f'INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(2, 250)}:{port} - '
+                f"INFO:     10.0.{rng.randint(0, 9)}.{rng.randint(2, 250)}:{port} - "
                 '"POST /v1/chat/completions HTTP/1.1" 400 Bad Request'
             )
     for _ in range(rng.randint(1, 3)):
@@ -280,7 +287,9 @@ def _serving_second(rng: random.Random, variant: int) -> bytes:
             f'INFO:     127.0.0.1:{rng.randint(32768, 60999)} - "GET /metrics HTTP/1.1" 200 OK'
         )
     if rng.random() < 0.2:
-        lines.append(f'INFO:     127.0.0.1:{rng.randint(32768, 60999)} - "GET /health HTTP/1.1" 200 OK')
+        lines.append(
+            f'INFO:     127.0.0.1:{rng.randint(32768, 60999)} - "GET /health HTTP/1.1" 200 OK'
+        )
     # The eight workers' periodic INFO lines, interleaved with the API server's.
     step = variant * 1000
     for rank in range(N_WORKERS):
@@ -434,7 +443,9 @@ def _failure_lines(when: dt.datetime) -> list[str]:
     return out
 
 
-def generate_log(path: Path, size_bytes: int, seed: int = 20261130, variants: int = 240) -> LogStats:
+def generate_log(
+    path: Path, size_bytes: int, seed: int = 20261130, variants: int = 240
+) -> LogStats:
     """Write start-up, serving until `size_bytes`, then the planted failure. Fast: pre-built blocks.
 
     Each simulated second is one of `variants` pre-rendered blocks (random ids, ports, numbers);
@@ -661,7 +672,9 @@ def _bench(args: argparse.Namespace, triage: str, workdir: Path, log: Path, patt
         (f"grep -c -E -f (LC_ALL={args.grep_locale})", grep_med, grep_best, grep_rss),
         ("vllm-triage diagnose --json", diag_med, diag_best, diag_rss),
     ):
-        print(f"{name:<28} {f'{med:.2f} ({best:.2f})':>16} {size_mib / med:>8.0f} {rss / 1024:>12.1f}")
+        print(
+            f"{name:<28} {f'{med:.2f} ({best:.2f})':>16} {size_mib / med:>8.0f} {rss / 1024:>12.1f}"
+        )
     ratio = diag_med / grep_med
     ratio_ok = ratio <= RATIO_TARGET
     rss_ok = diag_rss / 1024 < RSS_TARGET_MB

@@ -1,7 +1,7 @@
-"""vllm-triage: triage vLLM bring-up failures on shared GPU clusters."""
+"""vllm-triage: triage vLLM bring-up failures on shared GPU clusters.
 
-from vllm_triage.diagnose import compat, diagnose
+The library lives in the subpackages, one per step: `vllm_triage.diagnose.compat()` and
+`vllm_triage.diagnose.diagnose()` are what the `compat` and `diagnose` commands call.
+"""
 
 __version__ = "0.1.0"
-
-__all__ = ["__version__", "compat", "diagnose"]

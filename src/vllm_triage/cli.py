@@ -112,7 +112,9 @@ def diagnose(
     image_config: Annotated[
         Path | None, typer.Option(help="Image config JSON, for the image's CUDA.")
     ] = None,
-    image: Annotated[str | None, typer.Option(help="Image reference, for the image's CUDA.")] = None,
+    image: Annotated[
+        str | None, typer.Option(help="Image reference, for the image's CUDA.")
+    ] = None,
     output_format: Annotated[DiagnoseFormat, typer.Option("--format")] = DiagnoseFormat.text,
 ) -> None:
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""

@@ -52,7 +52,7 @@ def image_cuda_from_config(path: Path) -> ImageCuda:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ImageError(f"{path}: cannot read: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ImageError(f"{path}: not a JSON image config ({exc.__class__.__name__})") from None
     env = {}
     for item in _config_section(document).get("Env") or []:

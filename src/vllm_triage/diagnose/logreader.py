@@ -61,8 +61,11 @@ def normalize(raw: bytes, number: int) -> LogLine:
     text = raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace").rstrip("\r\n")
     text = _ANSI.sub("", text).replace("\r", "")
     if text.startswith('{"log":'):
-        with contextlib.suppress(json.JSONDecodeError, AttributeError):
-            text = str(json.loads(text).get("log", text)).rstrip("\n")
+        # Docker's json-file driver: the message (with its own colour codes) is inside "log".
+        with contextlib.suppress(json.JSONDecodeError, AttributeError, RecursionError):
+            decoded = str(json.loads(text).get("log", text)).rstrip("\n")
+            decoded = decoded.encode("utf-8", errors="replace").decode("utf-8")
+            text = _ANSI.sub("", decoded).replace("\r", "")
     stripped = True
     while stripped:
         stripped = False
@@ -100,8 +103,13 @@ class Prefilter:
     def regex(self) -> object | None:
         """The compiled alternation of the active groups (None when nothing is left to look for)."""
         if self._regex is None and self._active:
-            patterns = [p for key in sorted(self._active) for p in self._groups[key]]
-            self._regex = re2.compile("|".join(f"(?:{p})" for p in patterns), self._options)
+            # Docker's json-file logs escape quotes (\"); the raw bytes must still match.
+            patterns = [
+                p.replace('"', r'\\?"') for key in sorted(self._active) for p in self._groups[key]
+            ]
+            # (?m): ^ and $ mean a line's start and end, as in grep, not the block's.
+            alternation = "|".join(f"(?:{p})" for p in patterns)
+            self._regex = re2.compile(f"(?m){alternation}", self._options)
         return self._regex
 
     def deactivate(self, key: str) -> None:

@@ -1,0 +1,309 @@
+"""The real console script on bad input: exit 2, one `vllm-triage: error:` line, never a traceback.
+
+Inputs that are odd but readable (empty, invalid UTF-8, one huge line) get exit 0 and an honest
+`unknown` diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+MB = 1 << 20
+
+
+def run_cli(
+    *args: str, cwd: Path, stdin: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_triage", *args],
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def assert_bad_input(result: subprocess.CompletedProcess[bytes]) -> str:
+    stdout = result.stdout.decode("utf-8", "replace")
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in stdout + stderr, stderr
+    assert result.returncode == EXIT_BAD_INPUT, (result.returncode, stderr)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("vllm-triage: error:"), stderr
+    return lines[0]
+
+
+def assert_json_ok(result: subprocess.CompletedProcess[bytes]) -> dict:
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in result.stdout.decode("utf-8", "replace") + stderr, stderr
+    assert result.returncode == EXIT_OK, (result.returncode, stderr)
+    return json.loads(result.stdout)
+
+
+def assert_honest_unknown(result: subprocess.CompletedProcess[bytes]) -> dict:
+    document = assert_json_ok(result)
+    assert document["primary"]["cause"] == "unknown"
+    assert document["primary"]["driver_change_advised"] is False
+    assert document["primary"]["confidence"] == 0.0
+    return document
+
+
+@pytest.fixture
+def ok_log(tmp_path: Path) -> Path:
+    path = tmp_path / "ok.log"
+    path.write_text(
+        "(APIServer pid=1) INFO 10-16 05:20:48 [api_server.py:1] non-default args: {}\n"
+    )
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: exit 2
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    message = assert_bad_input(run_cli("diagnose", "does-not-exist.log", cwd=tmp_path))
+    assert "does-not-exist.log" in message
+
+
+def test_directory(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    message = assert_bad_input(run_cli("diagnose", "logs", cwd=tmp_path))
+    assert "director" in message
+
+
+def test_binary_file(tmp_path: Path) -> None:
+    (tmp_path / "core.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 64)
+    assert_bad_input(run_cli("diagnose", "core.bin", cwd=tmp_path))
+
+
+def test_utf16_file(tmp_path: Path) -> None:
+    (tmp_path / "u16.log").write_bytes(
+        "RuntimeError: No CUDA GPUs are available\n".encode("utf-16")
+    )
+    assert_bad_input(run_cli("diagnose", "u16.log", cwd=tmp_path))
+
+
+def test_missing_file_among_good_ones(tmp_path: Path, ok_log: Path) -> None:
+    assert_bad_input(run_cli("diagnose", str(ok_log), "nope.log", cwd=tmp_path))
+
+
+def test_unknown_recipe(tmp_path: Path, ok_log: Path) -> None:
+    message = assert_bad_input(
+        run_cli("diagnose", str(ok_log), "--recipe", "no-such-model", cwd=tmp_path)
+    )
+    assert "no-such-model" in message
+
+
+@pytest.mark.parametrize("driver", ["banana", "r57", ""])
+def test_malformed_driver_diagnose(tmp_path: Path, ok_log: Path, driver: str) -> None:
+    assert_bad_input(run_cli("diagnose", str(ok_log), "--driver", driver, cwd=tmp_path))
+
+
+@pytest.mark.parametrize("driver", ["banana", "575.57.08.01", "575."])
+def test_malformed_driver_compat(tmp_path: Path, driver: str) -> None:
+    assert_bad_input(run_cli("compat", "--driver", driver, "--cuda", "13.0", cwd=tmp_path))
+
+
+def test_malformed_image_cuda_diagnose(tmp_path: Path, ok_log: Path) -> None:
+    assert_bad_input(run_cli("diagnose", str(ok_log), "--image-cuda", "thirteen", cwd=tmp_path))
+
+
+def test_malformed_cuda_compat(tmp_path: Path) -> None:
+    assert_bad_input(run_cli("compat", "--driver", "575.57.08", "--cuda", "cu1", cwd=tmp_path))
+
+
+def test_compat_without_any_cuda_source(tmp_path: Path) -> None:
+    message = assert_bad_input(run_cli("compat", "--driver", "575.57.08", cwd=tmp_path))
+    assert "--cuda" in message
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"",
+        b"\xff\xfe\x00{",
+        b'[{"Config": {"Env": ["CUDA_VERSION=13.0"]}',
+    ],
+    ids=["garbage", "empty", "binary", "truncated"],
+)
+def test_image_config_invalid_json(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "config.json").write_bytes(content)
+    assert_bad_input(
+        run_cli("compat", "--driver", "575.57.08", "--image-config", "config.json", cwd=tmp_path)
+    )
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        [{"Config": {"Env": ["PATH=/usr/local/sbin:/usr/bin", "NVIDIA_VISIBLE_DEVICES=all"]}}],
+        {"config": {"Env": ["PATH=/usr/bin"]}},
+        {"Config": {"Env": None}},
+        [],
+        42,
+        [{"Config": {"Env": ["CUDA_VERSION=not-a-version"]}}],
+    ],
+    ids=["inspect-no-cuda", "oci-no-cuda", "env-null", "empty-list", "number", "malformed-cuda"],
+)
+def test_image_config_without_cuda_version(tmp_path: Path, document: object) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(document))
+    assert_bad_input(
+        run_cli("compat", "--driver", "575.57.08", "--image-config", "config.json", cwd=tmp_path)
+    )
+
+
+def test_image_config_without_cuda_version_diagnose(tmp_path: Path, ok_log: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps([{"Config": {"Env": ["PATH=/usr/bin"]}}]))
+    assert_bad_input(
+        run_cli("diagnose", str(ok_log), "--image-config", "config.json", cwd=tmp_path)
+    )
+
+
+def test_image_unknown_repository_diagnose(tmp_path: Path, ok_log: Path) -> None:
+    assert_bad_input(run_cli("diagnose", str(ok_log), "--image", "nginx:latest", cwd=tmp_path))
+
+
+def test_image_config_missing_file(tmp_path: Path) -> None:
+    assert_bad_input(
+        run_cli("compat", "--driver", "575.57.08", "--image-config", "nope.json", cwd=tmp_path)
+    )
+
+
+def test_image_config_deeply_nested_json(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("[" * 100_000)
+    assert_bad_input(
+        run_cli("compat", "--driver", "575.57.08", "--image-config", "config.json", cwd=tmp_path)
+    )
+
+
+@pytest.mark.parametrize(
+    "image", ["nginx:latest", "ghcr.io/acme/vllm:v0.22.0", "vllm-openai:v0.20.0"]
+)
+def test_image_unknown_repository(tmp_path: Path, image: str) -> None:
+    message = assert_bad_input(
+        run_cli("compat", "--driver", "575.57.08", "--image", image, cwd=tmp_path)
+    )
+    assert "repository" in message
+
+
+def test_image_known_repository_unreadable_tag(tmp_path: Path) -> None:
+    assert_bad_input(
+        run_cli(
+            "compat", "--driver", "575.57.08", "--image", "vllm/vllm-openai:nightly", cwd=tmp_path
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# odd but readable input: exit 0 and an honest `unknown`
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    (tmp_path / "empty.log").write_bytes(b"")
+    document = assert_honest_unknown(
+        run_cli("diagnose", "empty.log", "--format", "json", cwd=tmp_path)
+    )
+    assert document["lines_read"] == 0
+
+
+def test_invalid_utf8_text(tmp_path: Path) -> None:
+    data = b"".join(
+        bytes([0x80 + (i % 64), 0xC3, 0x28, 0xFF, 0xFE, 0x41 + (i % 26), 0xED, 0xA0, 0x80, 0x0A])
+        for i in range(2000)
+    )
+    assert b"\x00" not in data
+    (tmp_path / "latin.log").write_bytes(data)
+    document = assert_honest_unknown(
+        run_cli("diagnose", "latin.log", "--format", "json", cwd=tmp_path)
+    )
+    assert document["lines_read"] == 2000
+
+
+def test_invalid_utf8_text_in_text_format(tmp_path: Path) -> None:
+    (tmp_path / "latin.log").write_bytes(b"caf\xe9 \xff\xfe ok\n" * 50)
+    result = run_cli("diagnose", "latin.log", cwd=tmp_path)
+    assert result.returncode == EXIT_OK
+    assert b"Traceback" not in result.stdout + result.stderr
+
+
+def test_50mb_single_line(tmp_path: Path) -> None:
+    path = tmp_path / "huge.log"
+    chunk = b"the quick brown fox jumps over the lazy dog " * (MB // 44)
+    with path.open("wb") as stream:
+        written = 0
+        while written < 50 * MB:
+            stream.write(chunk)
+            written += len(chunk)
+    started = time.monotonic()
+    result = run_cli("diagnose", "huge.log", "--format", "json", cwd=tmp_path, timeout=60)
+    elapsed = time.monotonic() - started
+    document = assert_honest_unknown(result)
+    assert document["lines_read"] == 1
+    assert elapsed < 15, f"took {elapsed:.1f} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# standard input
+
+
+def test_stdin_dash(tmp_path: Path) -> None:
+    result = run_cli(
+        "diagnose",
+        "-",
+        "--format",
+        "json",
+        cwd=tmp_path,
+        stdin=b"RuntimeError: No CUDA GPUs are available\n",
+    )
+    document = assert_json_ok(result)
+    assert document["primary"]["cause"] == "no_gpu_visible"
+    assert document["primary"]["driver_change_advised"] is False
+    assert document["inputs"] == ["<stdin>"]
+    assert document["primary"]["evidence"][0]["line"] == 1
+
+
+def test_stdin_dash_empty(tmp_path: Path) -> None:
+    assert_honest_unknown(run_cli("diagnose", "-", "--format", "json", cwd=tmp_path, stdin=b""))
+
+
+def test_stdin_dash_binary(tmp_path: Path) -> None:
+    assert_bad_input(run_cli("diagnose", "-", cwd=tmp_path, stdin=b"\x00\x00\x00binary"))
+
+
+# ---------------------------------------------------------------------------------------------
+# docker json-file lines that decode to something odd: still no traceback
+
+
+@pytest.mark.parametrize("output_format", ["json", "text"])
+def test_json_file_line_with_lone_surrogate(tmp_path: Path, output_format: str) -> None:
+    (tmp_path / "container.log").write_bytes(
+        b'{"log":"\\ud800 RuntimeError: No CUDA GPUs are available\\n","stream":"stderr",'
+        b'"time":"2025-10-16T05:20:48.123456789Z"}\n'
+    )
+    result = run_cli("diagnose", "container.log", "--format", output_format, cwd=tmp_path)
+    assert b"Traceback" not in result.stdout + result.stderr, result.stderr.decode(
+        "utf-8", "replace"
+    )[-2000:]
+    assert result.returncode == EXIT_OK
+
+
+def test_json_file_line_deeply_nested(tmp_path: Path) -> None:
+    (tmp_path / "container.log").write_bytes(
+        b'{"log":' + b"[" * 20_000 + b" No CUDA GPUs are available\n"
+    )
+    result = run_cli("diagnose", "container.log", "--format", "json", cwd=tmp_path)
+    assert b"Traceback" not in result.stdout + result.stderr, result.stderr.decode(
+        "utf-8", "replace"
+    )[-2000:]
+    assert result.returncode == EXIT_OK
