@@ -144,25 +144,18 @@ def test_found_version_is_decoded(diagnose_text):
     assert "CUDA up to 12.8" in result.primary.summary
 
 
-def test_demo_case_end_to_end_json_contract():
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllm_triage",
-            "diagnose",
-            str(REPO / "examples/kimi-k3-r575/vllm-serve.log"),
-            "--driver",
-            "575.57.08",
-            "--recipe",
-            "kimi-k3",
-            "--format",
-            "json",
-        ],
+def _diagnose_demo(*options: str) -> subprocess.CompletedProcess[str]:
+    demo_log = str(REPO / "examples/kimi-k3-r575/vllm-serve.log")
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_triage", "diagnose", demo_log, *options],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_demo_case_end_to_end_json_contract():
+    done = _diagnose_demo("--driver", "575.57.08", "--recipe", "kimi-k3", "--format", "json")
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["schema_version"] == 1
@@ -186,20 +179,7 @@ def test_demo_case_end_to_end_json_contract():
 
 
 def test_markdown_is_ticket_ready():
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllm_triage",
-            "diagnose",
-            str(REPO / "examples/kimi-k3-r575/vllm-serve.log"),
-            "--format",
-            "markdown",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _diagnose_demo("--format", "markdown")
     assert done.stdout.startswith("## vllm-triage diagnosis: `driver_too_old`")
     assert "### Evidence" in done.stdout and "### Do not" in done.stdout
 

@@ -8,12 +8,14 @@ stands (forward_compat_only, incompatible), or `knowledge check` found problems;
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
+from pydantic import BaseModel
+from rich.console import Console, RenderableType
 
 from vllm_triage import __version__
 from vllm_triage.diagnose import compat as compat_verdict
@@ -42,16 +44,25 @@ knowledge_app = typer.Typer(help="Inspect and validate the knowledge base.", no_
 app.add_typer(knowledge_app, name="knowledge")
 
 
-class CompatFormat(StrEnum):
+class OutputFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
 
 
-class DiagnoseFormat(StrEnum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
+def _emit(
+    artifact: BaseModel,
+    output_format: OutputFormat,
+    markdown: Callable[[Any], str],
+    renderable: Callable[[Any], RenderableType],
+) -> None:
+    """Print an artifact as JSON (for scripts), markdown (for tickets) or rich text (for people)."""
+    if output_format is OutputFormat.json:
+        print(artifact.model_dump_json(indent=2))
+    elif output_format is OutputFormat.markdown:
+        print(markdown(artifact), end="")
+    else:
+        _console().print(renderable(artifact))
 
 
 def _console() -> Console:
@@ -88,16 +99,11 @@ def compat(
         str | None,
         typer.Option(help="Image reference, resolved by tag, e.g. vllm/vllm-openai:kimi-k3."),
     ] = None,
-    output_format: Annotated[CompatFormat, typer.Option("--format")] = CompatFormat.text,
+    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """Can a CUDA build run on this driver? compatible / conditional / forward_compat_only / incompatible."""
     verdict = compat_verdict(driver, cuda, gpu, image_config, image)
-    if output_format is CompatFormat.json:
-        print(verdict.model_dump_json(indent=2))
-    elif output_format is CompatFormat.markdown:
-        print(compat_markdown(verdict), end="")
-    else:
-        _console().print(compat_renderable(verdict))
+    _emit(verdict, output_format, compat_markdown, compat_renderable)
     if verdict.verdict in ("forward_compat_only", "incompatible"):
         raise typer.Exit(EXIT_CANNOT_RUN)
 
@@ -115,16 +121,11 @@ def diagnose(
     image: Annotated[
         str | None, typer.Option(help="Image reference, for the image's CUDA.")
     ] = None,
-    output_format: Annotated[DiagnoseFormat, typer.Option("--format")] = DiagnoseFormat.text,
+    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""
     result = diagnose_logs(logs, driver, image_cuda, gpu, recipe, image_config, image)
-    if output_format is DiagnoseFormat.json:
-        print(result.model_dump_json(indent=2))
-    elif output_format is DiagnoseFormat.markdown:
-        print(diagnosis_markdown(result), end="")
-    else:
-        _console().print(diagnosis_renderable(result))
+    _emit(result, output_format, diagnosis_markdown, diagnosis_renderable)
 
 
 @knowledge_app.command("check")
