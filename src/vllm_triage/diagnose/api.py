@@ -72,11 +72,8 @@ def compat(
 def _scan_path(path: str, kb: KnowledgeBase) -> FileScan:
     if path == STDIN:
         return scan_log(sys.stdin.buffer, "<stdin>", kb)
-    target = Path(path)
-    if target.is_dir():
-        raise InputError(f"{path}: is a directory, not a log file")
     try:
-        with target.open("rb") as stream:
+        with Path(path).open("rb") as stream:
             return scan_log(stream, path, kb)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
