@@ -118,3 +118,19 @@ def test_cli_knowledge_check_and_show():
     assert "580.65.06" in run("show", "cuda").stdout
     unknown = run("show", "nonsense")
     assert unknown.returncode == 2 and "unknown topic" in unknown.stderr
+
+
+def test_every_fact_check_has_a_condition_and_every_condition_has_data(kb) -> None:
+    from vllm_triage.diagnose.facts import known_check_ids
+
+    assert {check.id for check in kb.fact_checks} == known_check_ids()
+    assert all(check.source.startswith("https://") for check in kb.fact_checks)
+
+
+def test_launch_table_fields_exist(kb) -> None:
+    from vllm_triage.launch import LaunchArgs
+
+    for argument in kb.vllm_args.arguments:
+        assert argument.field in LaunchArgs.model_fields, argument.flag
+    for field in kb.vllm_args.environment.values():
+        assert field in LaunchArgs.model_fields

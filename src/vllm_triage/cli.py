@@ -18,6 +18,8 @@ from pydantic import BaseModel
 from rich.console import Console, RenderableType
 
 from vllm_triage import __version__
+from vllm_triage.collect import CollectOptions
+from vllm_triage.collect import collect as collect_bundle
 from vllm_triage.diagnose import compat as compat_verdict
 from vllm_triage.diagnose import diagnose as diagnose_logs
 from vllm_triage.errors import InputError
@@ -27,6 +29,7 @@ from vllm_triage.knowledge import (
     grep_patterns,
     load_knowledge,
 )
+from vllm_triage.render.collect import allow_list_renderable, collect_renderable
 from vllm_triage.render.knowledge import knowledge_renderable
 from vllm_triage.render.markdown import compat_markdown, diagnosis_markdown
 from vllm_triage.render.text import compat_renderable, diagnosis_renderable
@@ -109,8 +112,86 @@ def compat(
 
 
 @app.command()
+def collect(
+    container: Annotated[
+        str | None, typer.Option(help="Name or id of the failed container (never restarted).")
+    ] = None,
+    pod: Annotated[str | None, typer.Option(help="Name of the failed pod.")] = None,
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The pod's namespace.")] = (
+        "default"
+    ),
+    log: Annotated[
+        list[Path] | None, typer.Option(help="A log file to include (repeatable).")
+    ] = None,
+    launch_cmd: Annotated[
+        str | None, typer.Option(help="File with the launch command, or - for stdin.")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Image reference, for its config.")] = None,
+    model_path: Annotated[
+        str | None, typer.Option(help="Model folder (as the container sees it, if any).")
+    ] = None,
+    case: Annotated[Path, typer.Option(help="Case folder the bundle is written into.")] = Path(
+        "triage"
+    ),
+    timeout: Annotated[float, typer.Option(help="Seconds each probe may take.")] = 10.0,
+    probe_image: Annotated[
+        bool,
+        typer.Option(help="Start a throwaway container without GPUs to read torch/vLLM versions."),
+    ] = False,
+    host_root: Annotated[
+        Path, typer.Option(help="Where the host's / is mounted (e.g. /host in a node debug pod).")
+    ] = Path("/"),
+    engine: Annotated[
+        str | None, typer.Option(help="Container engine: docker or podman (default: found).")
+    ] = None,
+    show_commands: Annotated[
+        bool, typer.Option(help="Print the allow-list of commands collect may run, and exit.")
+    ] = False,
+    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+) -> None:
+    """Freeze the evidence of a failed start once, redacted, into a bundle (folder + .tar.gz)."""
+    if show_commands:
+        _console().print(allow_list_renderable())
+        return
+    if engine not in (None, "docker", "podman"):
+        raise InputError(f"--engine must be docker or podman, not {engine!r}")
+    options = CollectOptions(
+        container=container,
+        pod=pod,
+        namespace=namespace,
+        logs=tuple(log or ()),
+        launch_cmd=_read_text_argument(launch_cmd, "--launch-cmd"),
+        image=image,
+        model_path=model_path,
+        probe_image=probe_image,
+        timeout=timeout,
+        host_root=host_root,
+        engine=engine,
+    )
+    result = collect_bundle(options, case)
+    if output_format is OutputFormat.json:
+        print(result.manifest.model_dump_json(indent=2))
+    else:
+        _console().print(collect_renderable(result))
+
+
+def _read_text_argument(value: str | None, option: str) -> str | None:
+    """The text of a FILE|- option."""
+    if value is None:
+        return None
+    if value == "-":
+        return sys.stdin.read()
+    try:
+        return Path(value).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{option} {value}: cannot read ({exc.strerror})") from None
+
+
+@app.command()
 def diagnose(
-    logs: Annotated[list[str], typer.Argument(help="Log files of the failed start; - for stdin.")],
+    logs: Annotated[
+        list[str] | None, typer.Argument(help="Log files of the failed start; - for stdin.")
+    ] = None,
     driver: Annotated[str | None, typer.Option(help="Host NVIDIA driver version.")] = None,
     image_cuda: Annotated[str | None, typer.Option(help="CUDA of the image, e.g. 13.0.")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU name as nvidia-smi prints it.")] = None,
@@ -121,10 +202,14 @@ def diagnose(
     image: Annotated[
         str | None, typer.Option(help="Image reference, for the image's CUDA.")
     ] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(help="A collect bundle (folder, .tar.gz, or the case folder) to read."),
+    ] = None,
     output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""
-    result = diagnose_logs(logs, driver, image_cuda, gpu, recipe, image_config, image)
+    result = diagnose_logs(logs or [], driver, image_cuda, gpu, recipe, image_config, image, bundle)
     _emit(result, output_format, diagnosis_markdown, diagnosis_renderable)
 
 
@@ -142,6 +227,9 @@ def knowledge_check() -> None:
         f"ok: {len(kb.files)} files, {len(kb.toolkits)} CUDA releases, {len(kb.branches)} branches, "
         f"{len(kb.gpus)} GPUs, {len(kb.recipes)} recipe(s), {len(kb.signatures)} signatures "
         f"({sum(len(s.examples.positive) + len(s.examples.negative) for s in kb.signatures)} "
+        f"examples checked), {len(kb.fact_checks)} fact checks, "
+        f"{len(kb.redaction.rules)} redaction rules "
+        f"({sum(len(r.examples.positive) + len(r.examples.negative) for r in kb.redaction.rules)} "
         "examples checked)"
     )
 
@@ -152,7 +240,7 @@ def knowledge_show(
         str | None,
         typer.Argument(
             help="cuda, families, branches, gpus, forward-compat, images, phases, "
-            "recipes, signatures; a recipe id; or a signature id/name."
+            "recipes, signatures, fact-checks, redaction; a recipe id; or a signature id/name."
         ),
     ] = None,
 ) -> None:

@@ -87,10 +87,14 @@ def _finding(hit: Hit, role: Role, compat: CompatVerdict | None) -> Finding:
         next_steps=list(sig.next_steps),
         avoid=list(sig.avoid),
         driver_change_advised=advised,
-        rule=f"{sig.id} {sig.name}",
+        rule=_finding_rule(hit),
         role=role,
         facts=facts,
     )
+
+
+def _finding_rule(hit: Hit) -> str:
+    return f"{hit.rule.signature.id} {hit.rule.signature.name}"
 
 
 def _merge_hits(scans: Sequence[FileScan]) -> dict[str, Hit]:
@@ -221,13 +225,36 @@ def _phase_reached(scans: Sequence[FileScan]) -> Phase:
     return max(phases, key=PHASE_ORDER.index) if phases else "unknown"
 
 
+def _with_fact_findings(
+    primary: Finding | None,
+    primary_is_root: bool,
+    findings: list[Finding],
+    fact_findings: Sequence[Finding],
+) -> Finding | None:
+    """Facts confirm a log cause (their evidence joins it) or stand beside it; they take the
+    primary place only from a symptom that is less certain than they are."""
+    for fact in fact_findings:
+        if primary is not None and primary.cause == fact.cause:
+            primary.evidence.extend(fact.evidence)
+            primary.confidence = max(primary.confidence, fact.confidence)
+        elif primary is None or (not primary_is_root and fact.confidence > primary.confidence):
+            primary_is_root = True
+            if primary is not None:
+                findings.insert(0, primary.model_copy(update={"role": "related"}))
+            primary = fact.model_copy(update={"role": "root"})
+        else:
+            findings.append(fact)
+    return primary
+
+
 def analyze(
     kb: KnowledgeBase,
     scans: Sequence[FileScan],
     compat: CompatVerdict | None = None,
     recipe: Recipe | None = None,
+    fact_findings: Sequence[Finding] = (),
 ) -> Diagnosis:
-    """Turn the scans of one incident's logs into a diagnosis."""
+    """Turn the scans of one incident's logs (and a bundle's fact findings) into a diagnosis."""
     primary_hit = _choose_primary(scans)
     merged = _merge_hits(scans)
     primary = (
@@ -250,9 +277,16 @@ def analyze(
         role: Role = "cascade" if sig.tier == "symptom" and same_file_after else "related"
         findings.append(_finding(hit, role, compat))
 
+    is_root = primary_hit is not None and primary_hit.rule.signature.tier == "root"
+    primary = _with_fact_findings(primary, is_root, findings, fact_findings)
+
     if compat and compat.verdict in ("incompatible", "forward_compat_only"):
         threshold = _threshold_finding(kb, compat, recipe)
-        explained = primary_hit is None or primary_hit.rule.signature.explained_by_driver_threshold
+        explained = (
+            primary_hit.rule.signature.explained_by_driver_threshold
+            if primary_hit and primary is not None and primary.rule == _finding_rule(primary_hit)
+            else primary is None
+        )
         if primary is None or primary.cause in ("unknown", "driver_too_old") or explained:
             evidence = (primary.evidence if primary else []) + threshold.evidence
             log_agrees = primary is not None and (primary.cause == "driver_too_old" or explained)

@@ -6,10 +6,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from vllm_triage.collect.bundle import Bundle, open_bundle
 from vllm_triage.diagnose.analyzer import analyze
 from vllm_triage.diagnose.compat import check_compat
+from vllm_triage.diagnose.facts import fact_findings
 from vllm_triage.diagnose.image import (
     ImageCuda,
+    ImageError,
     image_cuda_from_config,
     image_cuda_from_reference,
 )
@@ -17,7 +20,7 @@ from vllm_triage.diagnose.scan import FileScan, scan_log
 from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.knowledge.schema import Recipe
-from vllm_triage.models import CompatVerdict, Diagnosis
+from vllm_triage.models import CompatVerdict, Diagnosis, Finding
 from vllm_triage.versions import CudaVersion, DriverVersion
 
 STDIN = "-"
@@ -83,27 +86,105 @@ def _scan_path(path: str, kb: KnowledgeBase) -> FileScan:
         raise InputError(f"{path}: is a directory, not a log file") from None
 
 
+def recipe_for_model(kb: KnowledgeBase, model: str | None) -> Recipe | None:
+    """The recipe whose model id the launch's model names (a hub id or a local folder of it)."""
+    if not model:
+        return None
+    name = model.rstrip("/").lower()
+    for recipe in kb.recipes.values():
+        for model_id in recipe.model_ids:
+            wanted = model_id.lower()
+            if name == wanted or name.endswith("/" + wanted.split("/")[-1]):
+                return recipe
+    return None
+
+
+def _bundle_inputs(
+    kb: KnowledgeBase, bundle: Bundle
+) -> tuple[str | None, ImageCuda | None, str | None, Recipe | None, list[str]]:
+    """Driver, image CUDA, GPU, recipe and notes from what collect found."""
+    facts, notes = bundle.facts, list(bundle.problems)
+    driver = facts.gpu.driver_version if facts.gpu else None
+    if driver is None and facts.kubernetes and facts.kubernetes.gfd_driver_version:
+        driver = facts.kubernetes.gfd_driver_version
+        notes.append(f"driver {driver} from the node's GPU Feature Discovery labels")
+    cuda = None
+    if facts.container and facts.container.image_cuda:
+        cuda = ImageCuda(
+            CudaVersion.parse(facts.container.image_cuda),
+            facts.container.image_require_cuda,
+            "image config",
+        )
+    elif facts.image and facts.image.torch_cuda:
+        cuda = ImageCuda(CudaVersion.parse(facts.image.torch_cuda), None, "torch.version.cuda")
+    elif facts.container and facts.container.image:
+        try:
+            cuda = image_cuda_from_reference(kb, facts.container.image)
+        except ImageError as exc:
+            notes.append(str(exc))
+    gpu = None
+    if facts.gpu and facts.gpu.gpus:
+        gpu = facts.gpu.gpus[0].name
+    elif facts.kubernetes and facts.kubernetes.gpu_product:
+        gpu = facts.kubernetes.gpu_product
+    launch = facts.vllm.launch if facts.vllm else None
+    return driver, cuda, gpu, recipe_for_model(kb, launch.model if launch else None), notes
+
+
 def diagnose(
-    logs: Sequence[str],
+    logs: Sequence[str] = (),
     driver: str | None = None,
     image_cuda: str | None = None,
     gpu: str | None = None,
     recipe: str | None = None,
     image_config: Path | None = None,
     image: str | None = None,
+    bundle: Path | None = None,
     kb: KnowledgeBase | None = None,
 ) -> Diagnosis:
-    """Read the logs of one failed start (paths, or "-" for stdin) and say what went wrong."""
+    """Read the logs of one failed start (paths, "-" for stdin, or a collect bundle) and say
+    what went wrong. Options given explicitly win over what the bundle says."""
     kb = kb or load_knowledge()
-    if not logs:
-        raise InputError("give at least one log file (or - for standard input)")
+    if not logs and bundle is None:
+        raise InputError("give at least one log file (or - for standard input), or --bundle")
     chosen = resolve_recipe(kb, recipe)
+    if bundle is None:
+        cuda = resolve_image_cuda(kb, image_cuda, image_config, image, chosen)
+        return _diagnose(kb, [_scan_path(p, kb) for p in logs], driver, cuda, gpu, chosen)
+    with open_bundle(bundle) as opened:
+        found_driver, found_cuda, found_gpu, found_recipe, notes = _bundle_inputs(kb, opened)
+        chosen = chosen or found_recipe
+        given = resolve_image_cuda(kb, image_cuda, image_config, image)
+        cuda = given or found_cuda or resolve_image_cuda(kb, recipe=chosen)
+        scans = [_scan_path(p, kb) for p in logs]
+        for path in opened.logs:
+            with path.open("rb") as stream:
+                name = f"{opened.folder.name}/{path.relative_to(opened.folder)}"
+                scans.append(scan_log(stream, name, kb))
+        result = _diagnose(
+            kb, scans, driver or found_driver, cuda, gpu or found_gpu, chosen,
+            fact_findings(kb, opened.facts),
+        )  # fmt: skip
+    if not scans:
+        notes.append("the bundle has no log: the diagnosis rests on its facts alone")
+    return result.model_copy(
+        update={"inputs": [str(bundle), *result.inputs], "notes": [*notes, *result.notes]}
+    )
+
+
+def _diagnose(
+    kb: KnowledgeBase,
+    scans: list[FileScan],
+    driver: str | None,
+    cuda: ImageCuda | None,
+    gpu: str | None,
+    recipe: Recipe | None,
+    facts: Sequence[Finding] = (),
+) -> Diagnosis:
     driver_version = DriverVersion.parse(driver) if driver is not None else None
-    cuda = resolve_image_cuda(kb, image_cuda, image_config, image, chosen)
-    scans = [_scan_path(path, kb) for path in logs]
     verdict = (
         check_compat(kb, driver_version, cuda.cuda, gpu, cuda.require)
         if driver_version is not None and cuda is not None
         else None
     )
-    return analyze(kb, scans, verdict, chosen)
+    return analyze(kb, scans, verdict, recipe, facts)

@@ -54,10 +54,21 @@ def image_cuda_from_config(path: Path) -> ImageCuda:
         raise ImageError(f"{path}: cannot read: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ImageError(f"{path}: not a JSON image config ({exc.__class__.__name__})") from None
+    return image_cuda_from_document(document, str(path))
+
+
+def image_env(document: Any) -> dict[str, str]:
+    """The environment of a parsed image config (docker image inspect or OCI)."""
     env = {}
     for item in _config_section(document).get("Env") or []:
         key, _, value = str(item).partition("=")
         env[key] = value
+    return env
+
+
+def image_cuda_from_document(document: Any, where: str) -> ImageCuda:
+    """CUDA_VERSION / NVIDIA_REQUIRE_CUDA of a parsed image config; `where` names it in errors."""
+    env = image_env(document)
     require = env.get("NVIDIA_REQUIRE_CUDA")
     try:
         if env.get("CUDA_VERSION"):
@@ -65,8 +76,8 @@ def image_cuda_from_config(path: Path) -> ImageCuda:
         if require and (match := _REQUIRE_CUDA.search(require)):
             return ImageCuda(CudaVersion.parse(match.group(1)), require, "NVIDIA_REQUIRE_CUDA")
     except VersionError as exc:
-        raise ImageError(f"{path}: {exc}") from None
-    raise ImageError(f"{path}: the image config has neither CUDA_VERSION nor NVIDIA_REQUIRE_CUDA")
+        raise ImageError(f"{where}: {exc}") from None
+    raise ImageError(f"{where}: the image config has neither CUDA_VERSION nor NVIDIA_REQUIRE_CUDA")
 
 
 def _split_reference(reference: str) -> tuple[str, str]:

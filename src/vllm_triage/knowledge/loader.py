@@ -15,12 +15,17 @@ from vllm_triage.knowledge.schema import (
     CudaFamily,
     CudaToolkit,
     DriverBranch,
+    EnvAllow,
+    FactCheck,
     ForwardCompat,
     Gpu,
     ImageMap,
     Phases,
     Recipe,
+    Redaction,
+    RedactionRule,
     Signature,
+    VllmArgs,
 )
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -46,6 +51,9 @@ class KnowledgeBase:
     phases: Phases
     recipes: dict[str, Recipe]
     signatures: list[Signature]
+    redaction: Redaction
+    vllm_args: VllmArgs
+    fact_checks: list[FactCheck]
     files: list[str] = field(default_factory=list)
 
     def signature(self, rule_id: str) -> Signature | None:
@@ -154,6 +162,57 @@ def _recipes(folder: Path, root: Path) -> dict[str, Recipe]:
     return recipes
 
 
+def _fact_checks(path: Path, root: Path) -> list[FactCheck]:
+    name = _relative(path, root)
+    document = _read_yaml(path, root)
+    if not isinstance(document, dict) or not isinstance(document.get("checks"), list):
+        raise KnowledgeError(f"{name}: expected a mapping with a 'checks' list")
+    checks = []
+    for index, check in enumerate(document["checks"], start=1):
+        if not isinstance(check, dict):
+            raise KnowledgeError(f"{name} check {index}: expected a mapping")
+        checks.append(_validate(FactCheck, check, f"{name} check {index} ({check.get('id', '?')})"))
+    ids = [c.id for c in checks]
+    if len(set(ids)) != len(ids):
+        raise KnowledgeError(f"{name}: a check id is defined twice")
+    return checks
+
+
+def _rows(
+    document: dict[str, Any], key: str, model: type[ModelT], name: str, label: str
+) -> list[ModelT]:
+    rows = document.get(key)
+    if not isinstance(rows, list):
+        raise KnowledgeError(f"{name}: expected a '{key}' list")
+    found = []
+    for index, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise KnowledgeError(f"{name} {label} {index}: expected a mapping")
+        where = f"{name} {label} {index}" + (f" ({row['id']})" if "id" in row else "")
+        found.append(_validate(model, {"as_of": document.get("as_of"), **row}, where))
+    return found
+
+
+def _redaction(path: Path, root: Path) -> Redaction:
+    name = _relative(path, root)
+    document = _read_yaml(path, root)
+    if not isinstance(document, dict):
+        raise KnowledgeError(f"{name}: expected a mapping with 'rules' and 'env_allow'")
+    rules = _rows(document, "rules", RedactionRule, name, "rule")
+    seen: set[str] = set()
+    for rule in rules:
+        if rule.id in seen:
+            raise KnowledgeError(f"{name}: redaction rule {rule.id} is defined twice")
+        seen.add(rule.id)
+    allow = _rows(document, "env_allow", EnvAllow, name, "env_allow")
+    extra = set(document) - {"as_of", "rules", "env_allow"}
+    if extra:
+        raise KnowledgeError(f"{name}: unknown key(s) {', '.join(sorted(extra))}")
+    return _validate(
+        Redaction, {"as_of": document.get("as_of"), "rules": rules, "env_allow": allow}, name
+    )
+
+
 def load_knowledge(data_dir: Path | None = None) -> KnowledgeBase:
     """Load and validate every knowledge file under data_dir (the packaged data by default)."""
     return _load_packaged() if data_dir is None else _load(data_dir)
@@ -178,6 +237,9 @@ def _load(root: Path) -> KnowledgeBase:
         phases=_yaml_model(root / "phases.yaml", Phases, root),
         recipes=_recipes(root / "recipes", root),
         signatures=_signatures(root / "signatures", root),
+        redaction=_redaction(root / "redaction.yaml", root),
+        vllm_args=_yaml_model(root / "vllm_args.yaml", VllmArgs, root),
+        fact_checks=_fact_checks(root / "fact_checks.yaml", root),
         files=sorted(_relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}),
     )
     base.toolkits.sort(key=lambda row: row.cuda_version)

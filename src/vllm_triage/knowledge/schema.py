@@ -7,7 +7,7 @@ from datetime import date
 from typing import Annotated, Any, Literal
 
 import re2
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from vllm_triage.models import FailureClass, Phase
 from vllm_triage.versions import CudaVersion, DriverVersion
@@ -296,3 +296,218 @@ class Recipe(Provenance):
     tool_calls: RecipeToolCalls
     context: RecipeContext
     all2all_backends: RecipeAll2All
+    model_ids: list[str] = Field(default_factory=list, description="hub ids the recipe is for")
+
+
+class VllmArgument(BaseModel):
+    """One vLLM launch flag that triage reads, and the LaunchArgs field it fills."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flag: str = Field(pattern=r"^--[a-z0-9-]+$")
+    aliases: list[str] = Field(default_factory=list)
+    field: str
+    type: Literal["str", "int", "float", "bool", "size"]
+
+
+class VllmArgs(Provenance):
+    """How a vLLM launch command is read: entry points, mapped flags, switches."""
+
+    entrypoints: list[list[str]]
+    arguments: list[VllmArgument]
+    environment: dict[str, str]
+    switches: list[str]
+
+
+class FactCheck(Provenance):
+    """A check over a bundle's facts: its wording and class (the condition is code, by id)."""
+
+    id: str = Field(pattern=r"^VF[0-9]{3}$")
+    name: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
+    cause: FailureClass
+    phase: Phase
+    confidence: float = Field(ge=0.0, le=1.0)
+    summary: str
+    next_steps: list[str] = Field(min_length=1)
+    avoid: list[str] = Field(min_length=1)
+
+
+RedactionKind = Literal["value", "name", "argument", "header", "url"]
+
+
+_QUANTIFIER = re.compile(r"\{[0-9]*(?:,[0-9]*)?\}")
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the character class that opens at start."""
+    index = start + 1
+    if pattern.startswith("^", index):
+        index += 1
+    if pattern.startswith("]", index):
+        index += 1
+    while pattern[index] != "]":
+        index += 2 if pattern[index] == "\\" else 1
+    return index + 1
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index after the group that opens at start."""
+    depth, index = 0, start
+    while True:
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "[":
+            index = _class_end(pattern, index)
+            continue
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        index += 1
+        if depth == 0:
+            return index
+
+
+def re2_superset(pattern: str) -> str:
+    """The pattern for RE2, matching at least wherever Python's re matches it, at the same start.
+
+    Lookarounds are dropped (they only restrict), possessive quantifiers and atomic groups become
+    plain ones, groups become non-capturing, \\Z becomes \\z. Used as the redaction prefilter.
+    """
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append("\\z" if pattern.startswith("\\Z", index) else pattern[index : index + 2])
+            index += 2
+        elif char == "[":
+            end = _class_end(pattern, index)
+            out.append(pattern[index:end])
+            index = end
+        elif pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), index):
+            index = _group_end(pattern, index)
+        elif pattern.startswith(("(?>", "(?P<"), index):
+            out.append("(?:")
+            index = pattern.index(">", index) + 1
+        elif char == "(" and not pattern.startswith("(?", index):
+            out.append("(?:")
+            index += 1
+        elif quantifier := _QUANTIFIER.match(pattern, index):
+            out.append(quantifier.group())
+            index = quantifier.end()
+            index += pattern.startswith("+", index)
+        elif char in "*+?":
+            out.append(char)
+            index += 1 + pattern.startswith("+", index + 1)
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {pattern!r} does not compile: {exc}") from exc
+
+
+class RedactionRule(Row):
+    """A secret the bundle must never contain: its shape or the name that holds it, with tests."""
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    name: str
+    kind: RedactionKind
+    match: str
+    keep_prefix: str | None = None
+    exceptions: list[str] = Field(default_factory=list)
+    explanation: str
+    examples: Examples
+
+    @field_validator("id")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value == "omitted":
+            raise ValueError("'omitted' is the allow-list's count in the report, not a rule id")
+        return value
+
+    @field_validator("exceptions")
+    @classmethod
+    def _plain_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"exception {name!r} is not a plain name")
+        return value
+
+    @field_validator("keep_prefix")
+    @classmethod
+    def _prefix_groups(cls, value: str | None) -> str | None:
+        if value is not None and _compiled(value).groups:
+            raise ValueError(f"keep_prefix {value!r} must not define groups")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RedactionRule:
+        compiled = _compiled(self.match)
+        if re.search(r"\(\?[aiLmsux]+\)", self.match):
+            raise ValueError(f"{self.id}: use scoped flags (?i:...), the rules share one pattern")
+        secret_group = list(compiled.groupindex) == ["secret"] and compiled.groups == 1
+        if self.kind == "url" and not secret_group:
+            raise ValueError(f"{self.id}: a url pattern needs exactly one group, named secret")
+        if self.kind == "value" and compiled.groups and not secret_group:
+            raise ValueError(f"{self.id}: a value pattern may only define the group secret")
+        if self.kind in ("value", "url") and compiled.match(""):
+            raise ValueError(f"{self.id}: the pattern matches the empty string")
+        try:
+            re2.compile(re2_superset(self.match))
+        except Exception as exc:
+            raise ValueError(f"{self.id}: no RE2 prefilter can be made of it: {exc}") from exc
+        if self.kind in ("name", "argument", "header") and compiled.groups:
+            raise ValueError(f"{self.id}: a {self.kind} pattern must not define groups")
+        if self.exceptions and self.kind != "name":
+            raise ValueError(f"{self.id}: only name rules have exceptions")
+        if self.keep_prefix is not None and self.kind != "header":
+            raise ValueError(f"{self.id}: only header rules have keep_prefix")
+        return self
+
+
+class EnvAllow(Row):
+    """Environment variables a bundle keeps (values still redacted): prefixes and exact names."""
+
+    why: str
+    prefixes: list[str] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list)
+
+    @field_validator("prefixes", "names")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment variable name or prefix")
+        return value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> EnvAllow:
+        if not self.prefixes and not self.names:
+            raise ValueError("an allow-list entry needs prefixes or names")
+        return self
+
+
+class Redaction(BaseModel):
+    """What `collect` redacts (rules, in order of precedence) and which variables it keeps."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    as_of: date
+    rules: list[RedactionRule] = Field(min_length=1)
+    env_allow: list[EnvAllow] = Field(min_length=1)
+
+    def rule(self, rule_id: str) -> RedactionRule | None:
+        return next((r for r in self.rules if r.id == rule_id), None)
+
+    def allowed(self, name: str) -> bool:
+        """Whether the allow-list keeps the variable (secret rules are checked separately)."""
+        return any(
+            name in entry.names or name.startswith(tuple(entry.prefixes))
+            for entry in self.env_allow
+        )

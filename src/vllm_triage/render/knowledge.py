@@ -153,6 +153,36 @@ def _signature(kb: KnowledgeBase, rule: str) -> RenderableType:
     return _table(f"{s.id} {s.name}", ["field", "value"], rows)
 
 
+def _redaction(kb: KnowledgeBase) -> RenderableType:
+    redaction = kb.redaction
+    return Group(
+        _table(
+            f"Redaction rules for collect (as of {redaction.as_of}; earlier rules win)",
+            ["id", "kind", "name", "certainty", "source"],
+            [[r.id, r.kind, r.name, r.certainty, r.source] for r in redaction.rules],
+        ),
+        _table(
+            "Environment variables kept in a bundle (values redacted; secret names always win)",
+            ["prefixes", "names", "why", "certainty"],
+            [
+                [" ".join(e.prefixes), " ".join(e.names), e.why, e.certainty]
+                for e in redaction.env_allow
+            ],
+        ),
+    )
+
+
+def _fact_checks(kb: KnowledgeBase) -> RenderableType:
+    return _table(
+        "Fact checks over a collect bundle (diagnose --bundle)",
+        ["id", "name", "class", "conf.", "summary", "source"],
+        [
+            [c.id, c.name, c.cause, f"{c.confidence:.2f}", c.summary, f"{c.source} ({c.as_of})"]
+            for c in kb.fact_checks
+        ],
+    )
+
+
 TOPICS: dict[str, Callable[[KnowledgeBase], RenderableType]] = {
     "cuda": _cuda,
     "families": _families,
@@ -163,6 +193,8 @@ TOPICS: dict[str, Callable[[KnowledgeBase], RenderableType]] = {
     "phases": _phases,
     "recipes": _recipes,
     "signatures": _signatures,
+    "fact-checks": _fact_checks,
+    "redaction": _redaction,
 }
 
 

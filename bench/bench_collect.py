@@ -1,0 +1,90 @@
+"""Benchmark: how long `collect` takes on a fake host that replays real outputs.
+
+1. All fakes fast: the whole collect (probes, redaction, bundle, .tar.gz) against the reference
+   of running the same commands one after another with subprocess, nothing else. Target: < 2 s.
+2. One probe hanging forever (nvidia-smi never answers): the collect against its --timeout.
+   Target: the bundle is written within the timeout plus a small margin (ratio close to 1.0).
+
+Run: .venv/bin/python bench/bench_collect.py [--timeout 10] [--repeat 5]
+The fake host is the one the tests use (tests/fakehost.py), with the Kimi K3 on r575 replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fakehost import FakeHost  # noqa: E402
+
+from vllm_triage.collect import CollectOptions, collect  # noqa: E402
+
+SAMPLES = ROOT / "tests" / "data" / "collect" / "samples"
+SCENARIOS = ROOT / "tests" / "data" / "collect" / "scenarios"
+
+
+def _host(base: Path) -> FakeHost:
+    host = FakeHost(base).install()
+    host.file("/proc/driver/nvidia/version", SAMPLES / "proc-driver-version" / "open-565.57.01-ubuntu24.04.version.txt")
+    host.reply("nvidia-smi -q -x", stdout_file=SAMPLES / "nvidia-smi-xml" / "b200-x8-580.105.08.xml")
+    host.reply("nvidia-smi topo -m", stdout_file=SAMPLES / "nvidia-smi-text" / "topo-m-a100-x8-nv12-17nic.txt")
+    host.reply("docker version --format {{json .}}", stdout='{"Client":{"Version":"27.3.1"}}')
+    host.reply("docker info --format {{json .}}", stdout='{"Runtimes":{"runc":{}}}')
+    host.reply("docker inspect --type container vllm-k3", stdout_file=SCENARIOS / "kimi-k3-docker-inspect.json")
+    host.reply("docker logs --timestamps vllm-k3", stdout_file=ROOT / "examples" / "kimi-k3-r575" / "vllm-serve.log")
+    host.reply("docker image inspect vllm/vllm-openai:kimi-k3", stdout_file=ROOT / "tests" / "data" / "image-configs" / "vllm-openai-cu130.inspect.json")
+    host.reply("nvidia-ctk --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-ctk-version-1.12.0.txt")
+    host.reply("nvidia-container-cli --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-container-cli-V-1.0.7.txt")
+    host.reply("ibv_devinfo", stdout_file=SAMPLES / "rdma" / "ibv_devinfo-mlx5_2-roce-cx7-h100-host.one-hca.txt")
+    host.reply("ibstat", stdout_file=SAMPLES / "rdma" / "gpud-ibstat-h100-some-down.txt")
+    host.reply("ip -json address show", stdout='[{"ifname":"eth0","operstate":"UP","mtu":9000}]')
+    return host  # fmt: skip
+
+
+def _collect_seconds(host: FakeHost, case: Path, timeout: float) -> float:
+    options = CollectOptions(container="vllm-k3", host_root=host.root, timeout=timeout)
+    started = time.perf_counter()
+    collect(options, case, host.runner())
+    return time.perf_counter() - started
+
+
+def _sequential_commands_seconds(host: FakeHost) -> float:
+    """The reference: the same replayed commands, run one after another, output discarded."""
+    commands = [line.split(" ") for line in host.replies]
+    started = time.perf_counter()
+    for argv in commands:
+        subprocess.run([str(host.bin / argv[0]), *argv[1:]], capture_output=True, check=False)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=10.0, help="collect --timeout (s)")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        host = _host(base / "host")
+        reference = statistics.median(_sequential_commands_seconds(host) for _ in range(args.repeat))
+        fast = statistics.median(
+            _collect_seconds(host, base / f"case-{i}", args.timeout) for i in range(args.repeat)
+        )
+        print(f"all fakes fast   collect {fast:.2f} s   reference (same {len(host.replies)} commands "
+              f"run one by one) {reference:.2f} s   ratio {fast / reference:.2f}   "
+              f"target < 2 s: {'met' if fast < 2 else 'MISSED'}")  # fmt: skip
+        host.reply("nvidia-smi -q -x", behaviour="hang")
+        hanging = _collect_seconds(host, base / "case-hang", args.timeout)
+        print(f"nvidia-smi hangs collect {hanging:.2f} s   reference --timeout {args.timeout:.2f} s   "
+              f"ratio {hanging / args.timeout:.2f}   "
+              f"target <= timeout + 1 s: {'met' if hanging <= args.timeout + 1 else 'MISSED'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

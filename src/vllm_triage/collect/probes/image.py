@@ -1,0 +1,58 @@
+"""Inside the image, only with --probe-image: a throwaway container without GPUs and without a
+network prints torch.version.cuda, the torch and vLLM versions and the vLLM commit. It starts a
+new container on a possibly shared node, so it is never done unasked.
+"""
+
+from __future__ import annotations
+
+import json
+
+from vllm_triage.collect.captured import CapturedFile
+from vllm_triage.collect.models import ImageProbeFacts
+from vllm_triage.collect.probes.base import (
+    NotAvailable,
+    Probe,
+    ProbeContext,
+    ProbeFailed,
+    ProbeOutput,
+)
+from vllm_triage.collect.probes.container import container_inspect
+
+
+def parse_image_probe(text: str) -> ImageProbeFacts:
+    """The facts of the probe script's one JSON line (the last line that parses)."""
+    for line in reversed(text.splitlines()):
+        try:
+            document = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(document, dict):
+            return ImageProbeFacts(
+                torch_version=document.get("torch_version"),
+                torch_cuda=document.get("torch_cuda"),
+                vllm_version=document.get("vllm"),
+                vllm_commit=document.get("vllm_commit"),
+                nccl_package=document.get("nvidia-nccl-cu13") or document.get("nvidia-nccl-cu12"),
+            )
+    raise ProbeFailed("the image probe printed no JSON line")
+
+
+def collect(ctx: ProbeContext) -> ProbeOutput:
+    if not ctx.options.probe_image:
+        raise NotAvailable("not asked (--probe-image); the image CUDA comes from the image config")
+    image = ctx.options.image
+    if image is None:
+        inspect = container_inspect(ctx)
+        image = ((inspect or {}).get("Config") or {}).get("Image")
+    if not image:
+        raise NotAvailable("--probe-image needs --image or --container")
+    result = ctx.run(f"{ctx.engine()}_image_probe", image=image)
+    if result.missing:
+        raise NotAvailable(result.failure())
+    if not result.ok:
+        raise ProbeFailed(result.failure())
+    text = result.text()
+    return ProbeOutput(files=[CapturedFile("image/probe.json", text=text)], facts=parse_image_probe(text))
+
+
+PROBE = Probe("image", collect, "torch/vLLM versions from inside the image (--probe-image only)")

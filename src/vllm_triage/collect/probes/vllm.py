@@ -1,0 +1,112 @@
+"""vLLM: its version and where it came from (image-bundled, pip, built from source with a commit),
+and the launch arguments parsed into fields (from --launch-cmd, else the container's or the pod's
+command).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import re
+
+from vllm_triage.collect.captured import CapturedFile
+from vllm_triage.collect.models import VllmFacts
+from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
+from vllm_triage.collect.probes.container import container_inspect
+from vllm_triage.collect.probes.kubernetes import pod_document
+from vllm_triage.errors import InputError
+from vllm_triage.launch import LaunchArgs, parse_launch_command
+
+_LOG_VERSION = re.compile(
+    r"(?:vLLM API server version|vLLM version|LLM engine \(v|engine \(v)\s*v?([0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+]*)"
+)
+_TAG_VERSION = re.compile(r":v?([0-9]+\.[0-9]+\.[0-9]+)(?:-|$)")
+_SOURCE_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
+_LOG_SCAN_BYTES = 16 * 1024 * 1024
+
+
+def _launch_tokens(ctx: ProbeContext) -> tuple[list[str] | str, str] | None:
+    if ctx.options.launch_cmd is not None:
+        return ctx.options.launch_cmd, "--launch-cmd"
+    inspect = container_inspect(ctx) if ctx.options.container else None
+    if inspect:
+        config = inspect.get("Config") or {}
+        env = [str(e) for e in config.get("Env") or []]
+        command = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+        return [*env, *(str(c) for c in command)], "container inspect"
+    pod = pod_document(ctx) if ctx.options.pod else None
+    for container in ((pod or {}).get("spec") or {}).get("containers") or []:
+        env = [f"{e['name']}={e.get('value', '')}" for e in container.get("env") or [] if "name" in e]
+        command = [*(container.get("command") or []), *(container.get("args") or [])]
+        if command:
+            return [*env, *(str(c) for c in command)], f"pod container {container.get('name')}"
+    return None
+
+
+def launch_args(ctx: ProbeContext) -> LaunchArgs | None:
+    """The parsed launch command, shared by the probes that need it (None when none is known)."""
+
+    def parse() -> tuple[LaunchArgs | None, str | None]:
+        found = _launch_tokens(ctx)
+        if found is None:
+            return None, None
+        tokens, source = found
+        try:
+            return parse_launch_command(tokens, ctx.kb), source
+        except InputError:
+            return None, source
+
+    return ctx.once("launch", parse)[0]
+
+
+def version_from_log(text: str) -> str | None:
+    match = _LOG_VERSION.search(text)
+    return match.group(1) if match else None
+
+
+def _origin(version: str | None, image: str | None, host_version: str | None) -> tuple[str, str | None]:
+    commit = _SOURCE_COMMIT.search(version or "")
+    if commit:
+        return "source", commit.group(1)
+    if image:
+        return "image-bundled", None
+    if host_version:
+        return "pip", None
+    return "unknown", None
+
+
+def collect(ctx: ProbeContext) -> ProbeOutput:
+    out = ProbeOutput()
+    facts = VllmFacts()
+    if ctx.options.launch_cmd is not None:
+        out.files.append(CapturedFile("vllm/launch-command.txt", text=ctx.options.launch_cmd))
+    launch = launch_args(ctx)
+    facts.launch = launch
+    facts.launch_source = ctx.once("launch", lambda: (None, None))[1]
+    if facts.launch_source and launch is None:
+        out.notes.append(f"the launch command from {facts.launch_source} names no vLLM entry point")
+
+    inspect = container_inspect(ctx) if ctx.options.container else None
+    image = ctx.options.image or ((inspect or {}).get("Config") or {}).get("Image")
+    version = None
+    for log in ctx.options.logs:
+        try:
+            with log.open("rb") as handle:
+                version = version_from_log(handle.read(_LOG_SCAN_BYTES).decode("utf-8", "replace"))
+        except OSError:
+            continue
+        if version:
+            break
+    if version is None and image and (match := _TAG_VERSION.search(image)):
+        version = match.group(1)
+    host_version = None
+    if not image:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            host_version = importlib.metadata.version("vllm")
+    facts.version = version or host_version
+    facts.origin, facts.commit = _origin(facts.version, image, host_version)
+    out.facts = facts
+    return out
+
+
+PROBE = Probe("vllm", collect, "vLLM version and origin, launch arguments")

@@ -1,0 +1,45 @@
+"""Terminal and markdown output of `collect`: where the bundle is, how each probe went."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from vllm_triage.collect.api import CollectResult
+from vllm_triage.collect.runner import ALLOWED_COMMANDS
+
+_STATUS_STYLE = {"ok": "green", "not_available": "dim", "failed": "red", "timed_out": "yellow"}
+
+
+def collect_renderable(result: CollectResult) -> RenderableType:
+    table = Table(title="probes", title_justify="left", show_edge=False)
+    for column in ("probe", "status", "seconds", "files", "reason / notes"):
+        table.add_column(column)
+    for probe in result.manifest.probes:
+        detail = "; ".join(filter(None, [probe.reason, *probe.notes]))
+        table.add_row(
+            probe.name,
+            Text(probe.status, style=_STATUS_STYLE[probe.status]),
+            f"{probe.duration_s:.2f}",
+            str(len(probe.files)),
+            detail,
+        )
+    redacted = sum(result.manifest.redaction.values())
+    counts = ", ".join(f"{rule} {n}" for rule, n in sorted(result.manifest.redaction.items()))
+    footer = Text()
+    footer.append(f"bundle   {result.folder}\n", style="bold")
+    footer.append(f"archive  {result.archive}\n", style="bold")
+    footer.append(f"files    {len(result.manifest.files)}\n")
+    footer.append(f"redacted {redacted}" + (f" ({counts})" if counts else "") + "\n")
+    footer.append(f"next     vllm-triage diagnose --bundle {result.archive}\n")
+    return Group(table, Text(), footer)
+
+
+def allow_list_renderable() -> RenderableType:
+    table = Table(title="the only commands collect runs", title_justify="left", show_edge=False)
+    table.add_column("command")
+    table.add_column("for")
+    for command in ALLOWED_COMMANDS:
+        table.add_row(" ".join(command.argv).replace("{script}", "<version script>"), command.purpose)
+    return table

@@ -1,0 +1,117 @@
+"""A fake host for collect's tests: a PATH of recording fake commands that replay stored outputs
+(or hang, crash, print garbage), and a host root with replayed files.
+
+Every fake appends its argv to calls.jsonl before doing anything, so a test can prove which
+commands ran. A program with no reply for the exact argv exits 64 saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_triage.collect.runner import CommandRunner
+
+# Every program collect may call, and decoys it must never call.
+PROGRAMS = (
+    "nvidia-smi", "docker", "podman", "kubectl", "nvidia-ctk", "nvidia-container-cli",
+    "ibv_devinfo", "ibstat", "ip",
+)  # fmt: skip
+DECOYS = ("systemctl", "reboot", "rm", "kill", "modprobe", "rmmod", "shutdown", "sudo", "sh", "bash")
+
+_FAKE = '''#!{python}
+import json, os, signal, sys, time
+name = os.path.basename(sys.argv[0])
+argv = [name, *sys.argv[1:]]
+with open({record!r}, "a") as log:
+    log.write(json.dumps(argv) + "\\n")
+spec = json.load(open({spec!r})).get(" ".join(argv))
+if spec is None:
+    sys.stderr.write(name + ": fake has no reply for: " + " ".join(argv) + "\\n")
+    sys.exit(64)
+if spec.get("delay"):
+    time.sleep(spec["delay"])
+if spec["behaviour"] == "hang":
+    while True:
+        time.sleep(3600)
+if spec["behaviour"] == "crash":
+    sys.stdout.write("partial output before the crash\\n")
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGSEGV)
+if spec["behaviour"] == "garbage":
+    sys.stdout.buffer.write(bytes(range(256)) * 64 + b"\\x00<<<not what you expected>>>\\x00")
+    sys.exit(0)
+if spec.get("stdout_file"):
+    sys.stdout.buffer.write(open(spec["stdout_file"], "rb").read())
+sys.stdout.write(spec.get("stdout", ""))
+sys.stderr.write(spec.get("stderr", ""))
+sys.exit(spec.get("exit", 0))
+'''
+
+
+@dataclass
+class FakeHost:
+    """Fake commands under `bin/`, host files under `root/`, calls recorded in `calls.jsonl`."""
+
+    base: Path
+    replies: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.bin = self.base / "bin"
+        self.root = self.base / "root"
+        self.record = self.base / "calls.jsonl"
+        self.spec = self.base / "replies.json"
+        for folder in (self.bin, self.root):
+            folder.mkdir(parents=True, exist_ok=True)
+        self.record.touch()
+        self._save()
+
+    def reply(
+        self,
+        command: str,
+        stdout: str = "",
+        stdout_file: Path | None = None,
+        stderr: str = "",
+        exit: int = 0,
+        behaviour: str = "normal",
+        delay: float = 0.0,
+    ) -> FakeHost:
+        """What the fake prints for this exact command line (program and arguments)."""
+        self.replies[command] = {
+            "stdout": stdout,
+            "stdout_file": str(stdout_file) if stdout_file else None,
+            "stderr": stderr,
+            "exit": exit,
+            "behaviour": behaviour,
+            "delay": delay,
+        }
+        self._save()
+        return self
+
+    def file(self, path: str, text: str | Path) -> FakeHost:
+        """A host file, under the fake root, from text or a stored file."""
+        target = self.root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        content = text.read_bytes() if isinstance(text, Path) else text.encode()
+        target.write_bytes(content)
+        return self
+
+    def install(self, programs: tuple[str, ...] = PROGRAMS + DECOYS) -> FakeHost:
+        """Put recording fakes for these programs on the fake PATH (others are 'not installed')."""
+        script = _FAKE.format(python=sys.executable, record=str(self.record), spec=str(self.spec))
+        for program in programs:
+            fake = self.bin / program
+            fake.write_text(script)
+            fake.chmod(0o755)
+        return self
+
+    def runner(self) -> CommandRunner:
+        return CommandRunner(path=str(self.bin))
+
+    def calls(self) -> list[list[str]]:
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line]
+
+    def _save(self) -> None:
+        self.spec.write_text(json.dumps(self.replies))

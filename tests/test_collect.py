@@ -1,0 +1,363 @@
+"""collect end to end on a fake host that replays real outputs: bundles, probe states, the
+allow-list, redaction of planted secrets, deadlines, and diagnose --bundle on the result."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from fakehost import DECOYS, FakeHost
+
+from vllm_triage.collect import CollectOptions, collect
+from vllm_triage.collect.bundle import open_bundle
+from vllm_triage.collect.runner import ALLOWED_COMMANDS, IMAGE_PROBE_SCRIPT
+from vllm_triage.diagnose import diagnose
+from vllm_triage.errors import InputError
+
+DATA = Path(__file__).parent / "data"
+COLLECT = DATA / "collect"
+SAMPLES = COLLECT / "samples"
+H200 = COLLECT / "h200-580.159.04"
+SCENARIOS = COLLECT / "scenarios"
+REPO = Path(__file__).parent.parent
+
+HF_TOKEN = "hf_TriageTestTokenAbCdEfGhIjKlMnOpQrStUv"
+OPENAI_KEY = "sk-proj-K3triageTESTkey0123456789abcdefABCDEF0123456789"
+BEARER = "eyTriageBearerValue0123456789abcdefXYZ"
+URL_PASSWORD = "Pr0xyPa55w0rd"
+LOG_PASSWORD = "s3cretLogPassw0rd"
+ARG_TOKEN = "hf_LaunchFileTokenZyXwVuTsRqPoNmLkJiHg"
+SMI_KEY = "sk-SmiProcessKey9876543210zyxwvutsrqpo"
+FILE_TOKEN = "hf_FileNameTokenQwErTyUiOpAsDfGhJkLzXc"
+PLANTED = {
+    HF_TOKEN, OPENAI_KEY, BEARER, URL_PASSWORD, LOG_PASSWORD, ARG_TOKEN, SMI_KEY, FILE_TOKEN,
+    "correct horse battery staple", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYTRIAGEKEY1",
+    "AKIAIOSFODNN7TRIAGE1", "8f2a9c4d1e7b3f6a0c5d8e2b4f7a1c9d3e6b0f25",
+}  # fmt: skip
+
+
+def _b200_xml_on_575(target: Path) -> Path:
+    """The real 8x B200 `nvidia-smi -q -x` capture (driver 580.105.08), with the driver fields set
+    to the 575.57.08 / CUDA 12.9 of the real 8x B200 table capture of this case (see the example's
+    nvidia-smi.txt), and a process line carrying a secret in its name."""
+    text = (SAMPLES / "nvidia-smi-xml" / "b200-x8-580.105.08.xml").read_text()
+    text = text.replace("580.105.08", "575.57.08").replace(
+        "<cuda_version>13.0</cuda_version>", "<cuda_version>12.9</cuda_version>"
+    )
+    text = text.replace(
+        "<processes>",
+        "<processes><process_info><pid>4242</pid><type>C</type>"
+        f"<process_name>python3 serve.py --api-key {SMI_KEY}</process_name>"
+        "<used_memory>1 MiB</used_memory></process_info>",
+        1,
+    )
+    target.write_text(text)
+    return target
+
+
+def _k3_log(target: Path) -> Path:
+    """The Kimi K3 on r575 log of the example, with secrets a real log can carry."""
+    text = (REPO / "examples" / "kimi-k3-r575" / "vllm-serve.log").read_text()
+    planted = (
+        "2026-11-28T09:14:02.200000000Z (APIServer pid=1) INFO 11-28 09:14:02 [proxy.py:12] "
+        f"Using proxy https://proxyuser:{URL_PASSWORD}@proxy.corp.example:3128\n"
+        "2026-11-28T09:14:02.200000001Z (APIServer pid=1) DEBUG 11-28 09:14:02 [http.py:40] "
+        f"request headers: {{'Authorization': 'Bearer {BEARER}'}}\n"
+        "2026-11-28T09:14:02.200000002Z (APIServer pid=1) INFO 11-28 09:14:02 [db.py:3] "
+        f"connecting with password={LOG_PASSWORD} token {HF_TOKEN}\n"
+    )
+    lines = text.splitlines(keepends=True)
+    target.write_text("".join(lines[:8]) + planted + "".join(lines[8:]))
+    return target
+
+
+@pytest.fixture
+def k3_host(tmp_path: Path) -> FakeHost:
+    """A node where the cu130 Kimi K3 container died at CUDA init on an r575 driver."""
+    host = FakeHost(tmp_path / "host").install()
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    open_module = (SAMPLES / "proc-driver-version" / "open-565.57.01-ubuntu24.04.version.txt")
+    host.file("/proc/driver/nvidia/version", open_module.read_text().replace("565.57.01", "575.57.08"))
+    host.file("/etc/os-release", H200 / "os-release.txt")
+    host.file("/proc/modules", H200 / "proc-modules.txt")
+    host.file("/proc/uptime", H200 / "proc-uptime.txt")
+    host.file("/etc/cdi/nvidia.yaml", SAMPLES / "nvidia-container" / "cdi-nvidia-yaml-575.64.03-ctk-1.17.8.yaml")
+    host.reply("nvidia-smi -q -x", stdout_file=_b200_xml_on_575(replay / "smi.xml"))
+    host.reply("nvidia-smi topo -m", stdout_file=SAMPLES / "nvidia-smi-text" / "topo-m-a100-x8-nv12-17nic.txt")
+    host.reply("docker version --format {{json .}}", stdout='{"Client":{"Version":"27.3.1"},"Server":{"Version":"27.3.1"}}\n')
+    host.reply("docker info --format {{json .}}", stdout='{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}},"DefaultRuntime":"runc"}\n')
+    host.reply("docker inspect --type container vllm-k3", stdout_file=SCENARIOS / "kimi-k3-docker-inspect.json")
+    host.reply("docker logs --timestamps vllm-k3", stdout_file=_k3_log(replay / "container.log"))
+    host.reply("docker image inspect vllm/vllm-openai:kimi-k3", stdout_file=DATA / "image-configs" / "vllm-openai-cu130.inspect.json")
+    host.reply("nvidia-ctk --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-ctk-version-1.12.0.txt")
+    host.reply("nvidia-container-cli --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-container-cli-V-1.0.7.txt")
+    host.reply("ibv_devinfo", stdout_file=SAMPLES / "rdma" / "ibv_devinfo-mlx5_2-roce-cx7-h100-host.one-hca.txt")
+    host.reply("ibstat", stdout_file=SAMPLES / "rdma" / "gpud-ibstat-h100-some-down.txt")
+    host.reply("ip -json address show", stdout='[{"ifname":"lo","operstate":"UNKNOWN","mtu":65536},{"ifname":"eth0","operstate":"UP","mtu":9000}]\n')
+    return host  # fmt: skip
+
+
+def _k3_options(host: FakeHost, tmp_path: Path, **overrides: object) -> CollectOptions:
+    launch = f"HF_TOKEN={ARG_TOKEN} docker run --gpus all vllm/vllm-openai:kimi-k3 moonshotai/Kimi-K3 -tp 8\n"
+    extra_log = tmp_path / f"run-{FILE_TOKEN}.log"
+    extra_log.write_text(f"client saw 503; Authorization: Bearer {BEARER}\n")
+    values: dict[str, object] = {
+        "container": "vllm-k3",
+        "host_root": host.root,
+        "timeout": 10.0,
+        "launch_cmd": launch,
+        "logs": (extra_log,),
+    }
+    values.update(overrides)
+    return CollectOptions(**values)  # type: ignore[arg-type]
+
+
+def _every_byte(case: Path) -> bytes:
+    """All bytes a bundle exposes: file names and contents in the folder, the tar (decompressed)."""
+    chunks = []
+    for path in sorted(case.rglob("*")):
+        chunks.append(str(path.relative_to(case)).encode())
+        if path.is_file():
+            data = path.read_bytes()
+            chunks.append(data)
+            if path.name.endswith(".tar.gz"):
+                chunks.append(gzip.decompress(data))
+                with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+                    chunks.extend(m.name.encode() for m in archive.getmembers())
+    return b"\n".join(chunks)
+
+
+def test_k3_bundle_goes_to_driver_too_old(k3_host: FakeHost, tmp_path: Path) -> None:
+    case = tmp_path / "triage"
+    result = collect(_k3_options(k3_host, tmp_path), case, k3_host.runner())
+    assert result.folder.is_dir() and result.archive.is_file()
+    states = {p.name: p.status for p in result.manifest.probes}
+    assert states == {
+        "gpu": "ok", "host": "ok", "container": "ok", "kubernetes": "not_available",
+        "image": "not_available", "communication": "ok", "model_files": "ok", "vllm": "ok",
+        "logs": "ok",
+    }  # fmt: skip
+    for entry in result.manifest.files:
+        assert (result.folder / entry.path).is_file()
+    with open_bundle(result.archive) as bundle:
+        assert not bundle.problems
+        facts = bundle.facts
+        assert facts.gpu and facts.gpu.driver_version == "575.57.08" and len(facts.gpu.gpus) == 8
+        assert facts.gpu.kernel_module_version == "575.57.08" and facts.gpu.library_mismatch is False
+        assert facts.gpu.nvlink_in_topology is True
+        assert facts.container and facts.container.image_cuda == "13.0.2"
+        assert facts.container.exit_code == 1 and facts.container.gpu_requested
+        assert facts.container.toolkit_version == "1.12.0"
+        assert "COMPANY_INTERNAL_SETTING" in facts.container.env_omitted
+        assert facts.container.env["NCCL_DEBUG"] == "INFO"
+        assert facts.vllm and facts.vllm.launch and facts.vllm.launch.tensor_parallel_size == 8
+        assert facts.communication and facts.communication.settings["UCX_TLS"] == "rc,cuda_copy"
+        assert [p.link_layer for p in facts.communication.rdma_ports] == ["Ethernet"]
+        assert bundle.logs[0].name == "container.log"
+
+    verdict = diagnose(bundle=result.archive)
+    assert verdict.primary.cause == "driver_too_old"
+    assert verdict.primary.driver_change_advised
+    assert verdict.compat is not None and verdict.compat.verdict == "incompatible"
+    assert verdict.compat.driver == "575.57.08" and verdict.compat.cuda.startswith("13.0")
+    evidence = " ".join(e.text for e in verdict.primary.evidence)
+    assert "575.57.08" in evidence and "13.0" in evidence
+    assert any("found version 12090" in e.text for e in verdict.primary.evidence)
+    same_from_folder = diagnose(bundle=result.folder)
+    assert same_from_folder.primary.cause == "driver_too_old"
+    assert diagnose(bundle=case).primary.cause == "driver_too_old"
+
+
+def test_no_planted_secret_survives_anywhere(k3_host: FakeHost, tmp_path: Path) -> None:
+    case = tmp_path / "triage"
+    result = collect(_k3_options(k3_host, tmp_path), case, k3_host.runner())
+    everything = _every_byte(case)
+    for secret in PLANTED:
+        assert secret.encode() not in everything, f"{secret!r} leaked"
+        for start in range(0, len(secret) - 11):
+            piece = secret[start : start + 12].encode()
+            assert piece not in everything, f"part of {secret!r} leaked: {piece!r}"
+    assert re.search(rb"\[REDACTED:[a-z0-9_]+:[0-9a-f]{8}\]", everything)
+    report = result.manifest.redaction
+    assert report and all(isinstance(n, int) and n > 0 for n in report.values())
+    manifest = (result.folder / "manifest.json").read_text()
+    for secret in PLANTED:
+        assert secret not in manifest
+
+
+def test_only_allow_listed_commands_run(k3_host: FakeHost, tmp_path: Path) -> None:
+    collect(_k3_options(k3_host, tmp_path, probe_image=True), tmp_path / "t", k3_host.runner())
+    calls = k3_host.calls()
+    assert calls, "the fakes record every call"
+    runner = k3_host.runner()
+    allowed = set()
+    for command in ALLOWED_COMMANDS:
+        params = {"container": "vllm-k3", "image": "vllm/vllm-openai:kimi-k3", "pod": "p",
+                  "namespace": "default", "node": "n"}  # fmt: skip
+        needed = {k: v for k, v in params.items() if "{" + k + "}" in " ".join(command.argv)}
+        allowed.add(tuple(runner.argv(command.name, **needed)))
+    for call in calls:
+        assert tuple(call) in allowed, f"not on the allow-list: {call}"
+        assert call[0] not in DECOYS
+        verbs = set(call[1:3])
+        assert not verbs & {"start", "restart", "rm", "kill", "stop", "exec", "pause", "update"}
+        if call[0] == "nvidia-smi":
+            assert call[1:] in (["-q", "-x"], ["topo", "-m"]), "no nvidia-smi setting flags"
+    probes = [c for c in calls if c[:2] == ["docker", "run"]]
+    assert probes == [[
+        "docker", "run", "--rm", "--network", "none", "--entrypoint", "python3",
+        "vllm/vllm-openai:kimi-k3", "-c", IMAGE_PROBE_SCRIPT,
+    ]]  # fmt: skip
+    assert "--gpus" not in probes[0]
+
+
+def test_image_probe_runs_only_when_asked(k3_host: FakeHost, tmp_path: Path) -> None:
+    result = collect(_k3_options(k3_host, tmp_path), tmp_path / "t", k3_host.runner())
+    assert not [c for c in k3_host.calls() if c[:2] == ["docker", "run"]]
+    image = next(p for p in result.manifest.probes if p.name == "image")
+    assert image.status == "not_available" and "--probe-image" in (image.reason or "")
+
+
+def test_image_probe_reads_torch_cuda(k3_host: FakeHost, tmp_path: Path) -> None:
+    k3_host.reply(
+        "docker run --rm --network none --entrypoint python3 vllm/vllm-openai:kimi-k3 -c "
+        + IMAGE_PROBE_SCRIPT,
+        stdout='{"torch_version": "2.13.0+cu130", "torch_cuda": "13.0", "vllm": "0.27.1", '
+        '"vllm_commit": "b6bbf29dd", "nvidia-nccl-cu13": "2.28.9"}\n',
+    )
+    result = collect(_k3_options(k3_host, tmp_path, probe_image=True), tmp_path / "t", k3_host.runner())
+    with open_bundle(result.folder) as bundle:
+        assert bundle.facts.image is not None
+        assert (bundle.facts.image.torch_cuda, bundle.facts.image.vllm_version) == ("13.0", "0.27.1")
+
+
+def test_a_hanging_probe_is_cut_at_its_timeout(k3_host: FakeHost, tmp_path: Path) -> None:
+    k3_host.reply("nvidia-smi -q -x", behaviour="hang")
+    started = time.monotonic()
+    result = collect(_k3_options(k3_host, tmp_path, timeout=1.5), tmp_path / "t", k3_host.runner())
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5 + 4.0, "the bundle waits for the timeout, not for the hanging command"
+    gpu = next(p for p in result.manifest.probes if p.name == "gpu")
+    assert gpu.status in ("timed_out", "ok")
+    assert "1.5" in (gpu.reason or " ".join(gpu.notes)) or gpu.status == "timed_out"
+    container = next(p for p in result.manifest.probes if p.name == "container")
+    assert container.status == "ok"
+    with open_bundle(result.folder) as bundle:
+        assert bundle.facts.container is not None and bundle.logs
+
+
+def test_crashing_garbage_and_missing_commands(k3_host: FakeHost, tmp_path: Path) -> None:
+    k3_host.reply("nvidia-smi -q -x", behaviour="crash")
+    k3_host.reply("docker inspect --type container vllm-k3", behaviour="garbage")
+    (k3_host.bin / "ibv_devinfo").unlink()
+    (k3_host.bin / "kubectl").unlink()
+    options = _k3_options(k3_host, tmp_path, pod="vllm-0", namespace="ml")
+    result = collect(options, tmp_path / "t", k3_host.runner())
+    states = {p.name: p for p in result.manifest.probes}
+    assert states["gpu"].status == "ok", "the kernel module still answers"
+    assert any("exited -11" in n for n in states["gpu"].notes)
+    assert states["container"].status == "failed"
+    assert "did not print JSON" in (states["container"].reason or "")
+    assert states["kubernetes"].status == "not_available"
+    assert "kubectl is not installed" in (states["kubernetes"].reason or "")
+    assert states["host"].status == "ok"
+
+
+def test_driver_library_mismatch_after_a_driver_change(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "host").install()
+    host.file(
+        "/proc/driver/nvidia/version",
+        SAMPLES / "proc-driver-version" / "mismatch-kmod-580.173.02-vs-nvml-580.178.version.txt",
+    )
+    host.reply(
+        "nvidia-smi -q -x",
+        stdout_file=SAMPLES / "nvidia-smi-text" / "mismatch-nvml-580.178.nvidia-smi.txt",
+        exit=18,
+    )
+    result = collect(CollectOptions(host_root=host.root), tmp_path / "t", host.runner())
+    with open_bundle(result.folder) as bundle:
+        gpu = bundle.facts.gpu
+        assert gpu is not None and gpu.library_mismatch is True
+        assert (gpu.kernel_module_version, gpu.nvml_version) == ("580.173.02", "580.178")
+    verdict = diagnose(bundle=result.folder)
+    assert verdict.primary.cause == "driver_library_mismatch"
+    assert not verdict.primary.driver_change_advised
+
+
+PERMISSION_LOG = """\
+INFO 11-30 10:02:11 [api_utils.py:286] non-default args: {'model_tag': '/models/llama', 'model': '/models/llama', 'max_model_len': 4096}
+INFO 11-30 10:02:18 [core.py:133] Initializing a V1 LLM engine (v0.11.0) with config: model='/models/llama'
+ERROR 11-30 10:02:19 [core.py:1083] EngineCore failed to start.
+ERROR 11-30 10:02:19 [core.py:1083] Traceback (most recent call last):
+ERROR 11-30 10:02:19 [core.py:1083]   File "/usr/local/lib/python3.12/dist-packages/transformers/utils/hub.py", line 479, in cached_files
+ERROR 11-30 10:02:19 [core.py:1083] PermissionError: [Errno 13] Permission denied: '/models/llama/config.json'
+"""
+
+
+def test_permission_error_on_the_model_mount(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "host").install()
+    model = host.root / "srv" / "llama"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"x" * 64)
+    for path in [*model.iterdir(), model]:
+        path.chmod(0o700)
+    inspect = json.loads((SCENARIOS / "kimi-k3-docker-inspect.json").read_text())
+    inspect[0]["Config"].update(
+        {"User": "4242:4242", "Image": "vllm/vllm-openai:v0.11.0",
+         "Cmd": ["/models/llama", "--max-model-len", "4096"]}
+    )  # fmt: skip
+    inspect[0]["Mounts"] = [
+        {"Type": "bind", "Source": "/srv/llama", "Destination": "/models/llama", "RW": False}
+    ]
+    (tmp_path / "inspect.json").write_text(json.dumps(inspect))
+    (tmp_path / "log").write_text(PERMISSION_LOG)
+    host.reply("nvidia-smi -q -x", stdout_file=H200 / "nvidia-smi-q-x.xml")
+    host.file("/proc/driver/nvidia/version", H200 / "proc-driver-nvidia-version.txt")
+    host.reply("docker version --format {{json .}}", stdout='{"Client":{"Version":"27.3.1"}}')
+    host.reply("docker inspect --type container llama", stdout_file=tmp_path / "inspect.json")
+    host.reply("docker logs --timestamps llama", stdout_file=tmp_path / "log")
+    host.reply(
+        "docker image inspect vllm/vllm-openai:v0.11.0",
+        stdout_file=DATA / "image-configs" / "vllm-openai-cu130.inspect.json",
+    )
+    options = CollectOptions(container="llama", host_root=host.root, timeout=10)
+    result = collect(options, tmp_path / "t", host.runner())
+    with open_bundle(result.folder) as bundle:
+        files = bundle.facts.model_files
+        assert files is not None and files.host_path == "/srv/llama"
+        assert files.readable is False and files.checked_as == "uid:gid 4242:4242"
+    verdict = diagnose(bundle=result.archive)
+    assert verdict.primary.cause == "model_path_or_access"
+    assert not verdict.primary.driver_change_advised
+    assert not any(f.driver_change_advised for f in verdict.findings)
+    assert verdict.compat is not None and verdict.compat.verdict in ("compatible", "conditional")
+    assert any(e.file == "facts.json" for e in verdict.primary.evidence)
+
+
+def test_bad_input_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "host").install()
+    with pytest.raises(InputError, match="no such log file"):
+        collect(CollectOptions(logs=(tmp_path / "missing.log",)), tmp_path / "t", host.runner())
+    with pytest.raises(InputError, match="--timeout"):
+        collect(CollectOptions(timeout=0), tmp_path / "t", host.runner())
+    assert host.calls() == []
+    assert not (tmp_path / "t").exists() or not list((tmp_path / "t").iterdir())
+
+
+def test_two_collects_make_two_bundles(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "host").install(())
+    options = CollectOptions(host_root=host.root, timeout=2)
+    first = collect(options, tmp_path / "t", host.runner())
+    second = collect(options, tmp_path / "t", host.runner())
+    assert first.folder != second.folder and first.folder.is_dir() and second.folder.is_dir()
+    assert not list((tmp_path / "t").glob(".*partial"))
+    states = {p.name: p.status for p in second.manifest.probes}
+    assert states["gpu"] == "not_available" and states["container"] == "not_available"

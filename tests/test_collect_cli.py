@@ -1,0 +1,69 @@
+"""`vllm-triage collect` from the command line: output, JSON manifest, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fakehost import FakeHost
+
+H200 = Path(__file__).parent / "data" / "collect" / "h200-580.159.04"
+
+
+def _cli(*args: str, path: str | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="200")
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_triage", *args],
+        capture_output=True, text=True, check=False, env=env, input=stdin,
+    )  # fmt: skip
+
+
+def test_collect_on_the_h200_replay_prints_probes_and_writes_a_bundle(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "host").install()
+    host.reply("nvidia-smi -q -x", stdout_file=H200 / "nvidia-smi-q-x.xml")
+    host.reply("nvidia-smi topo -m", stdout_file=H200 / "nvidia-smi-topo-m.txt")
+    host.file("/proc/driver/nvidia/version", H200 / "proc-driver-nvidia-version.txt")
+    case = tmp_path / "case"
+    launch = "vllm serve /models/m --api-key sk-cliSecretKey0123456789abcdefghij\n"
+    result = _cli(
+        "collect", "--case", str(case), "--host-root", str(host.root), "--launch-cmd", "-",
+        path=str(host.bin), stdin=launch,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "gpu" in result.stdout and "ok" in result.stdout and "bundle" in result.stdout
+    assert "diagnose --bundle" in result.stdout
+    (bundle,) = [p for p in case.iterdir() if p.is_dir()]
+    facts = json.loads((bundle / "facts.json").read_text())
+    assert facts["gpu"]["driver_version"] == "580.159.04"
+    assert "sk-cliSecretKey" not in (bundle / "vllm" / "launch-command.txt").read_text()
+    as_json = _cli("collect", "--case", str(case), "--host-root", str(host.root), "--format",
+                   "json", path=str(host.bin))  # fmt: skip
+    manifest = json.loads(as_json.stdout)
+    assert manifest["schema_version"] == 1
+    assert {p["name"] for p in manifest["probes"]} >= {"gpu", "host", "container", "vllm"}
+    assert all(len(f["sha256"]) == 64 for f in manifest["files"])
+
+
+def test_show_commands_lists_the_allow_list() -> None:
+    result = _cli("collect", "--show-commands")
+    assert result.returncode == 0
+    assert "nvidia-smi -q -x" in result.stdout and "docker logs --timestamps" in result.stdout
+
+
+def test_collect_bad_input_is_one_line(tmp_path: Path) -> None:
+    for args, expected in [
+        (["--log", str(tmp_path / "missing.log")], "no such log file"),
+        (["--launch-cmd", str(tmp_path / "missing.sh")], "--launch-cmd"),
+        (["--timeout", "-1"], "--timeout"),
+        (["--engine", "lxc"], "--engine"),
+        (["--timeout", "soon"], "--timeout"),
+    ]:
+        result = _cli("collect", "--case", str(tmp_path / "c"), *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and expected in result.stderr
+        assert "Traceback" not in result.stderr
