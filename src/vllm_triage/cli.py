@@ -168,7 +168,8 @@ def collect(
         host_root=host_root,
         engine=engine,
     )
-    result = collect_bundle(options, case)
+    with _console().status(f"collecting (each probe at most {timeout:g} s)"):
+        result = collect_bundle(options, case)
     if output_format is OutputFormat.json:
         print(result.manifest.model_dump_json(indent=2))
     else:

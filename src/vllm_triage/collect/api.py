@@ -29,7 +29,8 @@ from vllm_triage.collect.probes.base import (
     ProbeContext,
     ProbeFailed,
     ProbeOutput,
-    _Shared,
+    ProbeTimedOut,
+    SharedResults,
 )
 from vllm_triage.collect.redact import Redactor
 from vllm_triage.collect.runner import CommandRunner
@@ -63,7 +64,9 @@ def _run_probe(run: _Run, ctx: ProbeContext) -> None:
         run.status = "ok"
     except NotAvailable as exc:
         run.status, run.reason = "not_available", str(exc)
-    except (ProbeFailed, TimeoutError, InputError) as exc:
+    except (ProbeTimedOut, TimeoutError) as exc:
+        run.status, run.reason = "timed_out", str(exc)
+    except (ProbeFailed, InputError) as exc:
         run.status, run.reason = "failed", str(exc)
     except Exception as exc:  # a probe's bug must not sink the bundle (the sos model)
         run.status, run.reason = "failed", f"{exc.__class__.__name__}: {exc}"
@@ -135,7 +138,7 @@ def collect(
     partial = case / f".{name}.partial"
     final = case / name
 
-    shared = _Shared()
+    shared = SharedResults()
     deadline = time.monotonic() + options.timeout
     runs = [_Run(probe, time.monotonic()) for probe in PROBES]
     threads = [
@@ -195,6 +198,8 @@ def collect(
     except BaseException:
         remove_partial(partial)
         raise
+    finally:
+        runner.cleanup()
     archive = case / f"{name}.tar.gz"
     pack(final, archive)
     return CollectResult(final, archive, manifest)

@@ -7,6 +7,7 @@ the whole process group is killed, so a hanging tool cannot hold the bundle back
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,6 +182,11 @@ class CommandRunner:
     output_cap: int = DEFAULT_OUTPUT_CAP
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="vllm-triage-")))
     history: list[list[str]] = field(default_factory=list)
+    _sequence: Iterator[int] = field(default_factory=itertools.count, repr=False)
+
+    def cleanup(self) -> None:
+        """Remove the raw (unredacted) outputs; collect calls it once the bundle is written."""
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def argv(self, name: str, **parameters: str) -> list[str]:
         """The argv of an allow-listed command with its parameters filled in."""
@@ -202,8 +209,10 @@ class CommandRunner:
         executable = shutil.which(argv[0], path=self.path if self.path is not None else None)
         if executable is None:
             return CommandResult(argv, None, None, "", 0.0, missing=True)
-        output = self.scratch / f"{len(self.history):03d}-{name}.out"
-        errors = self.scratch / f"{len(self.history):03d}-{name}.err"
+        self.scratch.mkdir(mode=0o700, exist_ok=True)
+        number = next(self._sequence)  # atomic: probes run commands from several threads
+        output = self.scratch / f"{number:03d}-{name}.out"
+        errors = self.scratch / f"{number:03d}-{name}.err"
         env = dict(os.environ)
         if self.path is not None:
             env["PATH"] = self.path

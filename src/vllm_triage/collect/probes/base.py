@@ -49,7 +49,7 @@ class ProbeOutput:
     notes: list[str] = field(default_factory=list)
 
 
-class _Shared:
+class SharedResults:
     """Results that several probes need (one `docker inspect`, one pod JSON): computed once."""
 
     def __init__(self) -> None:
@@ -86,7 +86,7 @@ class ProbeContext:
     runner: CommandRunner
     kb: KnowledgeBase
     deadline: float
-    shared: _Shared
+    shared: SharedResults
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -126,7 +126,7 @@ class ProbeContext:
         if result.missing:
             raise NotAvailable(result.failure())
         if not result.ok:
-            raise ProbeFailed(result.failure())
+            raise ProbeFailed.of(result)
         try:
             return result, json.loads(result.text())
         except (json.JSONDecodeError, RecursionError):
@@ -135,6 +135,15 @@ class ProbeContext:
 
 class ProbeFailed(Exception):
     """The source is there but gave no usable answer; the message is the one-line reason."""
+
+    @staticmethod
+    def of(result: CommandResult) -> ProbeFailed:
+        """The failure of a command: timed out, or failed."""
+        return ProbeTimedOut(result.failure()) if result.timed_out else ProbeFailed(result.failure())
+
+
+class ProbeTimedOut(ProbeFailed):
+    """The source did not answer before the probe's deadline."""
 
 
 class Probe(NamedTuple):

@@ -198,7 +198,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         facts = GpuFacts()
         out.notes.append(result.failure())
     else:
-        raise ProbeFailed(result.failure())
+        raise ProbeFailed.of(result)
 
     if module is not None:
         facts.kernel_module_version, facts.kernel_module_type = module

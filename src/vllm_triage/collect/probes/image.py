@@ -50,7 +50,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     if result.missing:
         raise NotAvailable(result.failure())
     if not result.ok:
-        raise ProbeFailed(result.failure())
+        raise ProbeFailed.of(result)
     text = result.text()
     return ProbeOutput(files=[CapturedFile("image/probe.json", text=text)], facts=parse_image_probe(text))
 
