@@ -22,30 +22,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fakehost import FakeHost  # noqa: E402
+from fakehost import FakeHost, replay_kimi_k3_node  # noqa: E402
 
 from vllm_triage.collect import CollectOptions, collect  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "data" / "collect" / "samples"
-SCENARIOS = ROOT / "tests" / "data" / "collect" / "scenarios"
 
 
 def _host(base: Path) -> FakeHost:
-    host = FakeHost(base).install()
-    host.file("/proc/driver/nvidia/version", SAMPLES / "proc-driver-version" / "open-565.57.01-ubuntu24.04.version.txt")
-    host.reply("nvidia-smi -q -x", stdout_file=SAMPLES / "nvidia-smi-xml" / "b200-x8-580.105.08.xml")
-    host.reply("nvidia-smi topo -m", stdout_file=SAMPLES / "nvidia-smi-text" / "topo-m-a100-x8-nv12-17nic.txt")
-    host.reply("docker version --format {{json .}}", stdout='{"Client":{"Version":"27.3.1"}}')
-    host.reply("docker info --format {{json .}}", stdout='{"Runtimes":{"runc":{}}}')
-    host.reply("docker inspect --type container vllm-k3", stdout_file=SCENARIOS / "kimi-k3-docker-inspect.json")
-    host.reply("docker logs --timestamps vllm-k3", stdout_file=ROOT / "examples" / "kimi-k3-r575" / "vllm-serve.log")
-    host.reply("docker image inspect vllm/vllm-openai:kimi-k3", stdout_file=ROOT / "tests" / "data" / "image-configs" / "vllm-openai-cu130.inspect.json")
-    host.reply("nvidia-ctk --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-ctk-version-1.12.0.txt")
-    host.reply("nvidia-container-cli --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-container-cli-V-1.0.7.txt")
-    host.reply("ibv_devinfo", stdout_file=SAMPLES / "rdma" / "ibv_devinfo-mlx5_2-roce-cx7-h100-host.one-hca.txt")
-    host.reply("ibstat", stdout_file=SAMPLES / "rdma" / "gpud-ibstat-h100-some-down.txt")
-    host.reply("ip -json address show", stdout='[{"ifname":"eth0","operstate":"UP","mtu":9000}]')
-    return host  # fmt: skip
+    """The Kimi K3 node of the tests, with the real 8x B200 XML and the example's log."""
+    return replay_kimi_k3_node(
+        FakeHost(base).install(),
+        SAMPLES / "nvidia-smi-xml" / "b200-x8-580.105.08.xml",
+        ROOT / "examples" / "kimi-k3-r575" / "vllm-serve.log",
+    )
 
 
 def _collect_seconds(host: FakeHost, case: Path, timeout: float) -> float:

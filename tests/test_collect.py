@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakehost import DECOYS, FakeHost
+from fakehost import DECOYS, FakeHost, replay_kimi_k3_node
 
 from vllm_triage.collect import CollectOptions, collect
 from vllm_triage.collect.bundle import open_bundle
@@ -83,25 +83,9 @@ def k3_host(tmp_path: Path) -> FakeHost:
     host = FakeHost(tmp_path / "host").install()
     replay = tmp_path / "replay"
     replay.mkdir()
-    open_module = (SAMPLES / "proc-driver-version" / "open-565.57.01-ubuntu24.04.version.txt")
-    host.file("/proc/driver/nvidia/version", open_module.read_text().replace("565.57.01", "575.57.08"))
-    host.file("/etc/os-release", H200 / "os-release.txt")
-    host.file("/proc/modules", H200 / "proc-modules.txt")
-    host.file("/proc/uptime", H200 / "proc-uptime.txt")
-    host.file("/etc/cdi/nvidia.yaml", SAMPLES / "nvidia-container" / "cdi-nvidia-yaml-575.64.03-ctk-1.17.8.yaml")
-    host.reply("nvidia-smi -q -x", stdout_file=_b200_xml_on_575(replay / "smi.xml"))
-    host.reply("nvidia-smi topo -m", stdout_file=SAMPLES / "nvidia-smi-text" / "topo-m-a100-x8-nv12-17nic.txt")
-    host.reply("docker version --format {{json .}}", stdout='{"Client":{"Version":"27.3.1"},"Server":{"Version":"27.3.1"}}\n')
-    host.reply("docker info --format {{json .}}", stdout='{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}},"DefaultRuntime":"runc"}\n')
-    host.reply("docker inspect --type container vllm-k3", stdout_file=SCENARIOS / "kimi-k3-docker-inspect.json")
-    host.reply("docker logs --timestamps vllm-k3", stdout_file=_k3_log(replay / "container.log"))
-    host.reply("docker image inspect vllm/vllm-openai:kimi-k3", stdout_file=DATA / "image-configs" / "vllm-openai-cu130.inspect.json")
-    host.reply("nvidia-ctk --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-ctk-version-1.12.0.txt")
-    host.reply("nvidia-container-cli --version", stdout_file=SAMPLES / "nvidia-container" / "nvidia-container-cli-V-1.0.7.txt")
-    host.reply("ibv_devinfo", stdout_file=SAMPLES / "rdma" / "ibv_devinfo-mlx5_2-roce-cx7-h100-host.one-hca.txt")
-    host.reply("ibstat", stdout_file=SAMPLES / "rdma" / "gpud-ibstat-h100-some-down.txt")
-    host.reply("ip -json address show", stdout='[{"ifname":"lo","operstate":"UNKNOWN","mtu":65536},{"ifname":"eth0","operstate":"UP","mtu":9000}]\n')
-    return host  # fmt: skip
+    return replay_kimi_k3_node(
+        host, _b200_xml_on_575(replay / "smi.xml"), _k3_log(replay / "container.log")
+    )
 
 
 def _k3_options(host: FakeHost, tmp_path: Path, **overrides: object) -> CollectOptions:
