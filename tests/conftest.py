@@ -1,10 +1,14 @@
-"""Shared fixtures: the knowledge base, the real test data, and a helper to diagnose text."""
+"""Shared fixtures: the knowledge base, the real test data, a helper to diagnose text, and real
+vLLM servers (tests/realserver.py) for the tests marked `realserver`."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import realserver
 
 from vllm_triage.diagnose import diagnose
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
@@ -29,3 +33,55 @@ def diagnose_text(tmp_path: Path):
         return diagnose([str(log)], **kwargs)
 
     return run
+
+
+# --- real vLLM servers ----------------------------------------------------------------------------
+
+REAL_SERVER_FIXTURES = ("real_server", "real_server_plain", "tiny_llama")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses a real server carries the `realserver` marker (-m "not realserver")."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in REAL_SERVER_FIXTURES):
+            item.add_marker(pytest.mark.realserver)
+
+
+def _vllm_python_or_skip() -> Path:
+    python = realserver.vllm_python()
+    if python is not None:
+        return python
+    configured = os.environ.get(realserver.ENV_VLLM_PYTHON, "").strip()
+    if configured:
+        reason = f"no vLLM environment: {realserver.ENV_VLLM_PYTHON}={configured} is not a Python"
+    else:
+        reason = (
+            f"no vLLM environment: {realserver.ENV_VLLM_PYTHON} is unset and "
+            f"{realserver.REPO / '.venv-vllm'} does not exist (`make vllm-env` builds it)"
+        )
+    if realserver.require_server():
+        pytest.fail(f"{realserver.ENV_REQUIRE_SERVER}=1 and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama() -> Path:
+    """The tiny random-weight Llama's folder (made once per content of its script, then cached)."""
+    return realserver.tiny_model(realserver.CACHE_DIR, _vllm_python_or_skip())
+
+
+@pytest.fixture(scope="session")
+def real_server(tiny_llama: Path) -> Iterator[realserver.RealServer]:
+    """vLLM's defaults (prefix caching on) plus the Hermes tool parser, for the whole session."""
+    args = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    with realserver.serve(tiny_llama, *args, name="real_server") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def real_server_plain(tiny_llama: Path) -> Iterator[realserver.RealServer]:
+    """Prefix caching off and no tool parser, for the whole session (both servers fit in RAM)."""
+    with realserver.serve(
+        tiny_llama, "--no-enable-prefix-caching", name="real_server_plain"
+    ) as server:
+        yield server

@@ -31,8 +31,14 @@ from vllm_triage.knowledge import (
 )
 from vllm_triage.render.collect import allow_list_renderable, collect_renderable
 from vllm_triage.render.knowledge import knowledge_renderable
-from vllm_triage.render.markdown import compat_markdown, diagnosis_markdown
+from vllm_triage.render.markdown import compat_markdown, diagnosis_markdown, prefix_markdown
+from vllm_triage.render.prefix_check import prefix_renderable
 from vllm_triage.render.text import compat_renderable, diagnosis_renderable
+from vllm_triage.render.validate import rung_line, validate_renderable
+from vllm_triage.validate import ValidateOptions, ValidateResult, ValidationInterrupted
+from vllm_triage.validate import validate as run_validate
+from vllm_triage.validate.models import RungResult
+from vllm_triage.validate.prefix_check import prefix_check as prefix_check_requests
 
 EXIT_OK, EXIT_CANNOT_RUN, EXIT_BAD_INPUT, EXIT_BROKEN_KNOWLEDGE = 0, 1, 2, 3
 
@@ -212,6 +218,115 @@ def diagnose(
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""
     result = diagnose_logs(logs or [], driver, image_cuda, gpu, recipe, image_config, image, bundle)
     _emit(result, output_format, diagnosis_markdown, diagnosis_renderable)
+
+
+@app.command("prefix-check")
+def prefix_check(
+    requests: Annotated[
+        str,
+        typer.Argument(
+            metavar="REQUESTS.jsonl", help="OpenAI chat request bodies, one a line; - for stdin."
+        ),
+    ],
+    launch_cmd: Annotated[
+        str | None,
+        typer.Option(metavar="FILE|-", help="The launch command, to check prefix caching is on."),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PATH", help="Local tokenizer folder: tokens with the model's chat template."
+        ),
+    ] = None,
+    trust_remote_code: Annotated[
+        bool, typer.Option(help="Let the tokenizer folder run its own code (e.g. Kimi's).")
+    ] = False,
+    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+) -> None:
+    """Why a sample of requests would not share the prefix cache, and the share they could."""
+    if requests == "-" and launch_cmd == "-":
+        raise InputError("REQUESTS and --launch-cmd cannot both read standard input")
+    report = prefix_check_requests(
+        requests,
+        _read_text_argument(launch_cmd, "--launch-cmd"),
+        tokenizer,
+        trust_remote_code=trust_remote_code,
+    )
+    _emit(report, output_format, prefix_markdown, prefix_renderable)
+
+
+@app.command()
+def validate(
+    url: Annotated[str, typer.Argument(help="The server, e.g. http://127.0.0.1:8000.")],
+    model: Annotated[str | None, typer.Option(help="Model id (default: the first served).")] = None,
+    target_context: Annotated[
+        int | None, typer.Option(help="Prompt tokens for rung 3 (default: max_model_len - output).")
+    ] = None,
+    max_concurrency: Annotated[int, typer.Option(help="Highest level of the ramp.")] = 8,
+    recipe: Annotated[str | None, typer.Option(help="Model recipe, e.g. kimi-k3.")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable that holds the API key.")
+    ] = None,
+    case: Annotated[Path, typer.Option(help="Case folder for records and summary.")] = Path(
+        "triage"
+    ),
+    keep_going: Annotated[bool, typer.Option(help="Run every rung, even after a failure.")] = False,
+    launch_cmd: Annotated[
+        str | None, typer.Option(help="File with the launch command (prefix caching, multi-node).")
+    ] = None,
+    multi_node: Annotated[bool, typer.Option(help="Run the multi-node rung.")] = False,
+    log: Annotated[
+        list[Path] | None, typer.Option(help="Server log to check for NCCL errors (multi-node).")
+    ] = None,
+    transport: Annotated[
+        str | None, typer.Option(help="rdma or nvlink: the all-to-all transport (multi-node).")
+    ] = None,
+    nccl_test: Annotated[
+        str | None, typer.Option(help="An NCCL test command to run and parse (multi-node).")
+    ] = None,
+    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+) -> None:
+    """Prove a running server works, rung by rung; exit 0 all passed, 1 a rung failed, 2 bad
+    input or unreachable server."""
+    options = ValidateOptions(
+        url=url,
+        model=model,
+        target_context=target_context,
+        max_concurrency=max_concurrency,
+        recipe=recipe,
+        api_key_env=api_key_env,
+        case=case,
+        keep_going=keep_going,
+        launch_cmd=_read_text_argument(launch_cmd, "--launch-cmd"),
+        multi_node=multi_node,
+        logs=tuple(log or ()),
+        transport=transport,
+        nccl_test=nccl_test,
+    )
+    show = output_format is OutputFormat.text
+    err = Console(stderr=True, highlight=False)
+
+    def progress(name: str, result: RungResult | None) -> None:
+        if show and result is not None:
+            err.print(rung_line(result))
+
+    try:
+        result = run_validate(options, progress=progress)
+    except ValidationInterrupted as stop:
+        _print_validation(stop.result, output_format)
+        raise KeyboardInterrupt from None
+    _print_validation(result, output_format)
+    if result.unreachable:
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if not result.run.passed:
+        raise typer.Exit(EXIT_CANNOT_RUN)
+
+
+def _print_validation(result: ValidateResult, output_format: OutputFormat) -> None:
+    if output_format is OutputFormat.json:
+        print(result.run.model_dump_json(indent=2))
+    else:
+        _console().print(validate_renderable(result))
 
 
 @knowledge_app.command("check")

@@ -20,6 +20,7 @@ from vllm_triage.knowledge.schema import (
     ForwardCompat,
     Gpu,
     ImageMap,
+    MetricAliases,
     Phases,
     Recipe,
     Redaction,
@@ -53,6 +54,7 @@ class KnowledgeBase:
     signatures: list[Signature]
     redaction: Redaction
     vllm_args: VllmArgs
+    vllm_metrics: MetricAliases
     fact_checks: list[FactCheck]
     files: list[str] = field(default_factory=list)
 
@@ -239,6 +241,7 @@ def _load(root: Path) -> KnowledgeBase:
         signatures=_signatures(root / "signatures", root),
         redaction=_redaction(root / "redaction.yaml", root),
         vllm_args=_yaml_model(root / "vllm_args.yaml", VllmArgs, root),
+        vllm_metrics=_yaml_model(root / "vllm_metrics.yaml", MetricAliases, root),
         fact_checks=_fact_checks(root / "fact_checks.yaml", root),
         files=sorted(_relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}),
     )

@@ -511,3 +511,9 @@ class Redaction(BaseModel):
             name in entry.names or name.startswith(tuple(entry.prefixes))
             for entry in self.env_allow
         )
+
+
+class MetricAliases(Provenance):
+    """vLLM metric names by what they measure, newest first (names changed between versions)."""
+
+    metrics: dict[str, list[str]] = Field(min_length=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from vllm_triage.models import CompatVerdict, Diagnosis
+from vllm_triage.validate.prefix_models import PrefixReport
 
 _ENV = Environment(
     loader=PackageLoader("vllm_triage.render", "templates"),
@@ -28,3 +29,10 @@ def diagnosis_markdown(diagnosis: Diagnosis) -> str:
 
 def compat_markdown(verdict: CompatVerdict) -> str:
     return _ENV.get_template("compat.md.j2").render(v=verdict)
+
+
+def prefix_markdown(report: PrefixReport, max_rows: int = 20) -> str:
+    ordered = sorted(report.divergences, key=lambda d: d.expected)
+    return _ENV.get_template("prefix_check.md.j2").render(
+        r=report, divergences=ordered[:max_rows], hidden=max(0, len(ordered) - max_rows)
+    )

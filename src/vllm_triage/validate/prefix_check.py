@@ -1,0 +1,1088 @@
+"""prefix-check: why a sample of real chat requests would not share vLLM's prefix cache.
+
+vLLM reuses the KV cache of a prompt's prefix for the next request whose rendered prompt starts
+with the same tokens. The rendered prompt is the chat template applied to the tools and the
+messages in order, so anything that varies early (a timestamp in the system prompt, a request id
+in the first message, the same tools in another order) turns everything after it into a miss.
+
+Each request is rendered the way a chat template orders it (system prompt, tool definitions as
+JSON in the given order, then the messages, images as placeholders in their place), or with the
+model's own template and tokenizer when one is given. Each request is compared with the one before
+it and with the first one; the first point of divergence of each pair is classified by what lies
+there (volatile-value shapes are data: SHAPES), and each class comes with its fix (FIXES).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import importlib
+import json
+import os
+import re
+import sys
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from vllm_triage.diagnose.api import recipe_for_model
+from vllm_triage.errors import InputError
+from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.launch import LaunchArgs, parse_launch_command
+from vllm_triage.validate.prefix_models import (
+    EXPECTED_CLASSES,
+    ClassCount,
+    Divergence,
+    DivergenceClass,
+    LaunchCheck,
+    PrefixReport,
+    RequestShare,
+)
+
+STDIN = "-"
+MAX_REQUESTS = 200
+PREFIX_CACHING_FLAG = "--enable-prefix-caching"
+
+# ---------------------------------------------------------------------------------------------
+# Volatile-value shapes: what, found at a divergence point, explains it. First match wins.
+
+ShapeKind = Literal["timestamp", "random_id"]
+
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+_WEEKDAY = r"(?:Mon|Tue(?:s)?|Wed(?:nes)?|Thu(?:rs)?|Fri|Sat(?:ur)?|Sun)(?:day)?"
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A named regular expression for a value that changes from request to request."""
+
+    name: str
+    kind: ShapeKind
+    pattern: re.Pattern[str]
+    examples: tuple[str, ...]
+    counter_examples: tuple[str, ...] = ()
+
+
+def _shape(
+    name: str, kind: ShapeKind, pattern: str, examples: Iterable[str], counter: Iterable[str] = ()
+) -> Shape:
+    return Shape(name, kind, re.compile(pattern), tuple(examples), tuple(counter))
+
+
+SHAPES: tuple[Shape, ...] = (
+    _shape(
+        "uuid",
+        "random_id",
+        r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+        ["session 4f1c2a9e-8b7d-4e3f-9a21-0c5d6e7f8a9b started"],
+        ["version 1.2.3-4"],
+    ),
+    _shape(
+        "iso_datetime",
+        "timestamp",
+        r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2}|\s?UTC)?",
+        ["Current time: 2026-11-30T09:14:03Z", "at 2026-11-30 09:14 UTC"],
+        ["build 2026-11"],
+    ),
+    _shape(
+        "date",
+        "timestamp",
+        rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b"
+        rf"|\b(?:{_WEEKDAY},?\s+)?{_MONTH}\.?\s+{_DAY},?\s+\d{{4}}\b"
+        rf"|\b(?:{_WEEKDAY},?\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}\.?,?\s+\d{{4}}\b",
+        ["Today's date: 2026-11-30.", "on 11/30/2026", "Monday, November 30, 2026", "30 Nov 2026"],
+        ["rate 3/4", "about 2026 users"],
+    ),
+    _shape(
+        "today_is",
+        "timestamp",
+        rf"(?i)\b(?:today is|today's date is|the date is|it is now|current date(?: is)?:?)\s+"
+        rf"(?:{_WEEKDAY}\b,?\s*)?(?:{_MONTH}\.?\s+{_DAY}|{_DAY}\s+(?:of\s+)?{_MONTH})?",
+        ["Today is Tuesday.", "today is March 5th"],
+        ["today we talk"],
+    ),
+    _shape(
+        "time",
+        "timestamp",
+        r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp][Mm]\b)?(?:\s?(?:UTC|GMT|Z)\b)?",
+        ["It is 09:14:03 now", "at 3:05 PM"],
+        ["ratio 3 to 4"],
+    ),
+    _shape(
+        "epoch",
+        "timestamp",
+        r"\b1[5-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
+        ["ts=1764494043", "sent_at: 1764494043123"],
+        ["count 15"],
+    ),
+    _shape(
+        "prefixed_id",
+        "random_id",
+        r"\b(?:chatcmpl|req|request|call|msg|run|sess|session|trace|span|conv|thread|toolu|resp"
+        r"|evt|job|task|usr|user|ws|org)[-_](?=[A-Za-z]*[0-9])[A-Za-z0-9]{6,}\b",
+        ["id chatcmpl-9xYzAbC123", "req_8f7a6b5c4d"],
+        ["request_handler"],
+    ),
+    _shape(
+        "labelled_id",
+        "random_id",
+        r"(?i)\b(?:request|session|trace|span|conversation|correlation|run|user|message|idempotency)"
+        r"[ _-]?(?:id|key)\b[\"']?\s*[:=#]?\s*[\"']?(?=[A-Za-z._:-]*[0-9])[A-Za-z0-9._:-]{4,}",
+        ["Request ID: 77812ab", 'session_id="kx81-22"'],
+        ["the user id field"],
+    ),
+    _shape(
+        "hex_id",
+        "random_id",
+        r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{12,}\b",
+        ["trace 4bf92f3577b34da6a3ce929d0e0e4736", "commit 9fceb02d0ae5"],
+        ["deadline 123", "facade"],
+    ),
+    _shape(
+        "random_token",
+        "random_id",
+        r"\b(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{16,}\b",
+        ["nonce V1StGXR8_Z5jdHi6B-myT"],
+        ["handle_request_quickly"],
+    ),
+)
+
+SHAPE_WINDOW = 80  # characters searched on each side of a divergence for a shape
+CONTINUATION = 32  # identical characters after the volatile value that make it a cache problem
+_MASKS = {"timestamp": "<timestamp>", "random_id": "<id>"}
+
+FIXES: dict[DivergenceClass, str] = {
+    "timestamp": "Keep the system prompt, tools and earlier turns byte-identical: move the date "
+    "or time to the end of the last user message (or round it to the day if the model must see "
+    "it up front).",
+    "random_id": "Keep request, session and trace ids out of the prompt (send them as HTTP "
+    "headers or request metadata), or put them after the shared prefix, in the last message.",
+    "tools_reordered": "Send the tools in a deterministic order (sorted by name, or one fixed "
+    "registry order); do not build the list from a set or an unordered map.",
+    "tools_changed": "Keep one tool list per agent and serialise it deterministically (same "
+    "schemas, same key order); put the stable tools first and tools that come and go last.",
+    "system_prompt_changed": "Keep one system prompt byte-identical across requests; move "
+    "per-user or per-request parts (names, settings, retrieved documents) after the shared part, "
+    "into the last user message.",
+    "history_changed": "Resend earlier turns exactly as they were sent (same text, tool-call "
+    "arguments and ids, reasoning handling); truncate or summarise history rarely and at fixed "
+    "points, since everything after an edited turn is a miss.",
+    "image_order_changed": "Keep images in the same order and position across requests; attach "
+    "new images in the newest message.",
+}
+_FIXABLE: frozenset[DivergenceClass] = frozenset({"timestamp", "random_id", "tools_reordered"})
+
+# ---------------------------------------------------------------------------------------------
+# Input
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One OpenAI chat request body and the input line it came from."""
+
+    line: int
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RequestSample:
+    requests: list[ChatRequest]
+    total: int
+    source: str
+
+
+def _chat_body(value: Any, where: str) -> Mapping[str, Any]:
+    """The request body, checked for what the comparison reads; an OpenAI Batch line's body too."""
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: not a JSON object (expected an OpenAI chat request body)")
+    if "messages" not in value and isinstance(value.get("body"), dict):
+        value = value["body"]
+    messages = value.get("messages")
+    if messages is None:
+        raise InputError(f"{where}: no `messages` (expected an OpenAI chat request body per line)")
+    if not isinstance(messages, list) or not messages:
+        raise InputError(f"{where}: `messages` must be a non-empty list")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InputError(f"{where}: messages[{index}] is not an object with a `role`")
+        content = message.get("content")
+        if not (content is None or isinstance(content, str | list)):
+            raise InputError(f"{where}: messages[{index}].content must be a string or a list")
+        if isinstance(content, list) and not all(isinstance(p, dict) for p in content):
+            raise InputError(f"{where}: messages[{index}].content has a part that is not an object")
+    tools = value.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+    ):
+        raise InputError(f"{where}: `tools` must be a list of objects")
+    body: Mapping[str, Any] = value
+    return body
+
+
+def _read_lines(stream: IO[bytes], source: str, limit: int) -> RequestSample:
+    requests: list[ChatRequest] = []
+    total = 0
+    for number, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            continue
+        total += 1
+        if len(requests) >= limit:
+            continue  # counted, not parsed: the cap bounds the work
+        where = f"{source}:{number}"
+        try:
+            text = raw.decode("utf-8").lstrip("\ufeff")  # a byte-order mark on line 1
+        except UnicodeDecodeError:
+            raise InputError(f"{where}: not UTF-8 text") from None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
+        requests.append(ChatRequest(number, _chat_body(value, where)))
+    if not requests:
+        raise InputError(f"{source}: no requests (expected one OpenAI chat request body per line)")
+    return RequestSample(requests, total, source)
+
+
+def load_requests(path: str | Path, limit: int = MAX_REQUESTS) -> RequestSample:
+    """Read a JSONL file of chat request bodies ("-" for stdin); the first `limit` are parsed."""
+    if str(path) == STDIN:
+        return _read_lines(sys.stdin.buffer, "<stdin>", limit)
+    try:
+        with Path(path).open("rb") as stream:
+            return _read_lines(stream, str(path), limit)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a JSONL file of requests") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+
+
+def _sample(requests: str | Path | Sequence[Mapping[str, Any]], limit: int) -> RequestSample:
+    if isinstance(requests, str | Path):
+        return load_requests(requests, limit)
+    bodies = list(requests)
+    if not bodies:
+        raise InputError("no requests given")
+    chosen = [
+        ChatRequest(i + 1, _chat_body(body, f"request {i + 1}"))
+        for i, body in enumerate(bodies[:limit])
+    ]
+    return RequestSample(chosen, len(bodies), "<requests>")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering: the canonical text (characters) and, with a tokenizer, the template's token ids
+
+_SYSTEM_ROLES = ("system", "developer")
+SpanKind = Literal["system", "tools", "message", "media"]
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+    kind: SpanKind
+    index: int  # message index (system, message, media) or tool index (tools; -1: the block)
+    label: str
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    spans: list[Span]  # top-level spans in order: system messages, the tools block, messages
+    tool_spans: list[Span]
+    media: list[Span]
+    last_message: int
+    first_conversation_message: int
+
+
+def _digest(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _media_id(part: Mapping[str, Any]) -> tuple[str, str]:
+    """("image", digest) for an image part; the digest stands for the image's bytes."""
+    kind = str(part.get("type", "part"))
+    payload = part.get(kind, part)
+    if isinstance(payload, Mapping) and "url" in payload:
+        payload = payload["url"]
+    return kind.removesuffix("_url"), _digest(payload)
+
+
+def _is_text(part: Mapping[str, Any]) -> bool:
+    return bool(part.get("type", "text") == "text")
+
+
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    function = tool.get("function")
+    if isinstance(function, Mapping) and "name" in function:
+        return str(function["name"])
+    return str(tool.get("name", "?"))
+
+
+def render_canonical(body: Mapping[str, Any]) -> Rendered:
+    """The request as a chat template lays it out: system, tools (given order), messages."""
+    chunks: list[str] = []
+    spans: list[Span] = []
+    tool_spans: list[Span] = []
+    media: list[Span] = []
+    position = 0
+
+    def add(text: str) -> None:
+        nonlocal position
+        chunks.append(text)
+        position += len(text)
+
+    messages: list[Mapping[str, Any]] = body["messages"]
+    lead = 0
+    while lead < len(messages) and messages[lead].get("role") in _SYSTEM_ROLES:
+        lead += 1
+
+    def message(index: int, kind: SpanKind) -> None:
+        item = messages[index]
+        role = str(item.get("role"))
+        start = position
+        header = f"<|{role}|>"
+        for key in ("name", "tool_call_id"):
+            if item.get(key) is not None:
+                header += f" {key}={item[key]}"
+        add(header + "\n")
+        content = item.get("content")
+        if isinstance(content, str):
+            add(content)
+        elif isinstance(content, list):
+            for part in content:
+                if _is_text(part):
+                    add(str(part.get("text", "")))
+                else:
+                    kind_name, digest = _media_id(part)
+                    media_start = position
+                    add(f"<{kind_name}:{digest}>")
+                    media.append(
+                        Span(media_start, position, "media", index, f"{kind_name}:{digest}")
+                    )
+        for call in item.get("tool_calls") or ():
+            add("\n<|tool_call|>" + json.dumps(call, ensure_ascii=False))
+        add("\n<|end|>\n")
+        spans.append(Span(start, position, kind, index, role))
+
+    for index in range(lead):
+        message(index, "system")
+    tools: list[Mapping[str, Any]] = body.get("tools") or []
+    if tools:
+        block_start = position
+        add("<|tools|>\n")
+        for number, tool in enumerate(tools):
+            start = position
+            add(json.dumps(tool, ensure_ascii=False) + "\n")
+            tool_spans.append(Span(start, position, "tools", number, _tool_name(tool)))
+        add("<|end|>\n")
+        spans.append(Span(block_start, position, "tools", -1, "tools"))
+    for index in range(lead, len(messages)):
+        message(index, "message")
+    return Rendered("".join(chunks), spans, tool_spans, media, len(messages) - 1, lead)
+
+
+def _hf_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI message the way vLLM hands it to a Hugging Face chat template."""
+    result = dict(message)
+    content = message.get("content")
+    if isinstance(content, list):
+        if all(_is_text(p) for p in content):
+            result["content"] = "".join(str(p.get("text", "")) for p in content)
+        else:
+            result["content"] = [
+                {"type": "text", "text": str(p.get("text", ""))}
+                if _is_text(p)
+                else {"type": _media_id(p)[0]}
+                for p in content
+            ]
+    calls = []
+    for call in message.get("tool_calls") or ():
+        call = copy.deepcopy(call)
+        function = call.get("function")
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            with contextlib.suppress(json.JSONDecodeError):
+                function["arguments"] = json.loads(function["arguments"])
+        calls.append(call)
+    if calls:
+        result["tool_calls"] = calls
+    return result
+
+
+def _one_line(exc: Exception, limit: int = 240) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_RESERVED_TEMPLATE_ARGS = frozenset(
+    {"conversation", "tools", "tokenize", "add_generation_prompt", "return_dict", "documents"}
+)
+
+
+class TokenRenderer:
+    """The model's own chat template and tokenizer, from a local folder (needs transformers)."""
+
+    def __init__(self, path: str | Path, trust_remote_code: bool = False) -> None:
+        folder = Path(path)
+        if not folder.is_dir():
+            raise InputError(f"--tokenizer {path}: not a folder (give a local tokenizer folder)")
+        # transformers advises on stderr at import (no PyTorch, ...): errors stay one line
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+        try:
+            transformers = importlib.import_module("transformers")
+        except ImportError:
+            raise InputError(
+                "--tokenizer needs the transformers package: pip install transformers"
+            ) from None
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                str(folder), local_files_only=True, trust_remote_code=trust_remote_code
+            )
+        except Exception as exc:  # transformers raises many kinds; the message says which
+            message = _one_line(exc)
+            if not trust_remote_code and "remote" in message.lower():
+                message += " (the folder ships its own code: --trust-remote-code)"
+            raise InputError(f"--tokenizer {path}: cannot load it: {message}") from None
+
+    def ids(self, request: ChatRequest) -> list[int]:
+        return self._apply(request, [_hf_message(m) for m in request.body["messages"]])
+
+    def media_start(self, request: ChatRequest, ordinal: int, ids: Sequence[int]) -> int:
+        """The first token the request's `ordinal`-th image (or other media) part affects.
+
+        The template renders an image as placeholder tokens that are the same for every image,
+        but vLLM keys cached blocks by the image's content too: a different image there is a miss
+        from this token on, although the token ids agree. Found by rendering the request again
+        with that part replaced by text and seeing where the tokens first change."""
+        messages = [_hf_message(m) for m in request.body["messages"]]
+        seen = 0
+        for message in messages:
+            content = message.get("content")
+            if not isinstance(content, list):
+                continue
+            for index, part in enumerate(content):
+                if part.get("type") != "text":
+                    if seen == ordinal:
+                        content[index] = {"type": "text", "text": "(media)"}
+                        return common_prefix(ids, self._apply(request, messages))
+                    seen += 1
+        return len(ids)
+
+    def _apply(self, request: ChatRequest, messages: list[dict[str, Any]]) -> list[int]:
+        body = request.body
+        kwargs = {
+            key: value
+            for key, value in (body.get("chat_template_kwargs") or {}).items()
+            if key not in _RESERVED_TEMPLATE_ARGS
+        }
+        try:
+            result = self.tokenizer.apply_chat_template(
+                messages,
+                tools=body.get("tools") or None,
+                tokenize=True,
+                add_generation_prompt=True,
+                **kwargs,
+            )
+        except Exception as exc:  # a template error is the request's or the template's problem
+            message = _one_line(exc)
+            raise InputError(f"line {request.line}: the chat template failed: {message}") from None
+        if isinstance(result, Mapping):
+            result = result["input_ids"]
+        if len(result) and isinstance(result[0], list | tuple):
+            result = result[0]
+        return [int(token) for token in result]
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparison
+
+_CHUNK = 4096
+
+
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Length of the common prefix of two strings or token lists (slices compare in C)."""
+    limit = min(len(a), len(b))
+    low = 0
+    while low < limit:
+        high = min(low + _CHUNK, limit)
+        if a[low:high] == b[low:high]:
+            low = high
+            continue
+        while high - low > 1:  # a[low:high] differs somewhere; halve until one element is left
+            middle = (low + high) // 2
+            if a[low:middle] == b[low:middle]:
+                low = middle
+            else:
+                high = middle
+        return low if a[low] != b[low] else low + 1
+    return limit
+
+
+def _pairs(count: int) -> list[tuple[int, int]]:
+    """Each request against the one before it and against the first one."""
+    pairs = {(i - 1, i) for i in range(1, count)} | {(0, i) for i in range(2, count)}
+    return sorted(pairs, key=lambda pair: (pair[1], pair[0]))
+
+
+@dataclass(frozen=True)
+class _Shares:
+    common: dict[tuple[int, int], int]
+    best: list[int]
+    partner: list[int | None]
+    lengths: list[int]
+
+    @property
+    def share(self) -> float:
+        total = sum(self.lengths)
+        return sum(self.best) / total if total else 0.0
+
+
+def _shares(common: dict[tuple[int, int], int], lengths: list[int]) -> _Shares:
+    best = [0] * len(lengths)
+    partner: list[int | None] = [None] * len(lengths)
+    for (a, b), shared in common.items():
+        for mine, other in ((a, b), (b, a)):
+            if partner[mine] is None or shared > best[mine]:
+                best[mine], partner[mine] = shared, other
+    return _Shares(common, best, partner, lengths)
+
+
+def _measure(
+    chosen: Sequence[ChatRequest],
+    rendered: Sequence[Rendered],
+    pairs: Sequence[tuple[int, int]],
+    tokens: TokenRenderer | None,
+) -> _Shares:
+    """Shared prefix of each pair and each request's best, in characters or in tokens."""
+    if tokens is None:
+        texts = [r.text for r in rendered]
+        common = {(i, j): common_prefix(texts[i], texts[j]) for i, j in pairs}
+        return _shares(common, [len(t) for t in texts])
+    ids = [tokens.ids(r) for r in chosen]
+    common = {}
+    for i, j in pairs:
+        shared = common_prefix(ids[i], ids[j])
+        offset = common_prefix(rendered[i].text, rendered[j].text)
+        for side in (i, j):
+            media = _span_at(rendered[side].media, offset)
+            if media is not None:  # the same placeholder tokens, a different image
+                ordinal = rendered[side].media.index(media)
+                shared = min(shared, tokens.media_start(chosen[side], ordinal, ids[side]))
+                break
+        common[(i, j)] = shared
+    return _shares(common, [len(t) for t in ids])
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification of one divergence
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    kind: DivergenceClass
+    where: str
+    detail: str
+    shape: str | None = None
+
+
+def _span_at(spans: Sequence[Span], offset: int) -> Span | None:
+    index = bisect_right([s.start for s in spans], offset) - 1
+    if index >= 0 and spans[index].start <= offset < spans[index].end:
+        return spans[index]
+    return None
+
+
+def _where(rendered: Rendered, span: Span | None, offset: int) -> str:
+    if span is None:
+        return "end of prompt"
+    if span.kind == "system":
+        return f"system prompt (messages[{span.index}])"
+    if span.kind == "tools":
+        tool = _span_at(rendered.tool_spans, offset)
+        return f"tools[{tool.index}] ({tool.label})" if tool else "tools"
+    media = _span_at(rendered.media, offset)
+    if media is not None:
+        return f"{media.label.split(':')[0]} in messages[{span.index}] ({span.label})"
+    return f"messages[{span.index}] ({span.label})"
+
+
+def _shape_at(text: str, offset: int) -> tuple[Shape, int] | None:
+    """The first shape whose match covers the offset, and where that match ends."""
+    start = max(0, offset - SHAPE_WINDOW)
+    window = text[start : offset + SHAPE_WINDOW]
+    for shape in SHAPES:
+        for match in shape.pattern.finditer(window):
+            if match.start() + start <= offset < match.end() + start:
+                return shape, match.end() + start
+            if match.start() + start > offset:
+                break
+    return None
+
+
+def _volatile(a: str, b: str, offset: int) -> tuple[Shape, int] | None:
+    """The shape at the divergence, and how many identical characters follow it on both sides."""
+    found_a, found_b = _shape_at(a, offset), _shape_at(b, offset)
+    shape = found_a[0] if found_a else found_b[0] if found_b else None
+    if shape is None:
+        return None
+    end_a = found_a[1] if found_a and found_a[0] is shape else offset
+    end_b = found_b[1] if found_b and found_b[0] is shape else offset
+    return shape, common_prefix(
+        a[end_a : end_a + 4 * CONTINUATION], b[end_b : end_b + 4 * CONTINUATION]
+    )
+
+
+def _tools_verdict(a: Mapping[str, Any], b: Mapping[str, Any], where: str) -> _Verdict:
+    tools_a: list[Mapping[str, Any]] = a.get("tools") or []
+    tools_b: list[Mapping[str, Any]] = b.get("tools") or []
+    names_a, names_b = [_tool_name(t) for t in tools_a], [_tool_name(t) for t in tools_b]
+    canonical_a = {_tool_name(t): json.dumps(t, sort_keys=True) for t in tools_a}
+    canonical_b = {_tool_name(t): json.dumps(t, sort_keys=True) for t in tools_b}
+    if names_a != names_b and sorted(names_a) == sorted(names_b) and canonical_a == canonical_b:
+        shown = ", ".join(names_a[:6]), ", ".join(names_b[:6])
+        return _Verdict(
+            "tools_reordered",
+            where,
+            f"the same {len(names_a)} tools in another order: [{shown[0]}] vs [{shown[1]}]",
+        )
+    added = [n for n in names_b if n not in canonical_a]
+    removed = [n for n in names_a if n not in canonical_b]
+    changed = [n for n in names_a if n in canonical_b and canonical_a[n] != canonical_b[n]]
+    parts = []
+    if removed:
+        parts.append("only in a: " + ", ".join(removed))
+    if added:
+        parts.append("only in b: " + ", ".join(added))
+    if changed:
+        parts.append("schema differs: " + ", ".join(changed))
+    if not parts:
+        parts.append("same tools and schemas, different JSON key order or order")
+    return _Verdict("tools_changed", where, "; ".join(parts))
+
+
+def _shape_verdict(shape: Shape, where: str) -> _Verdict:
+    label = "timestamp or date" if shape.kind == "timestamp" else "random id"
+    return _Verdict(
+        shape.kind,
+        where,
+        f"a {label} ({shape.name}) differs in {where}; everything after it is a miss",
+        shape.name,
+    )
+
+
+def classify(a: ChatRequest, b: ChatRequest, ra: Rendered, rb: Rendered, offset: int) -> _Verdict:
+    """Why two rendered prompts first differ at `offset` (a character of the canonical text)."""
+    if ra.text == rb.text:
+        return _Verdict("identical", "whole prompt", "identical prompts: all of it is shared")
+    if offset >= min(len(ra.text), len(rb.text)):
+        first, second = (a, b) if len(ra.text) < len(rb.text) else (b, a)
+        return _Verdict(
+            "conversation_continued",
+            "end of prompt",
+            f"line {second.line} continues line {first.line}'s conversation: "
+            f"all of line {first.line} is shared",
+        )
+    span_a, span_b = _span_at(ra.spans, offset), _span_at(rb.spans, offset)
+    sides = ((span_a, ra), (span_b, rb))
+    where = _where(ra, span_a, offset)
+    volatile = _volatile(ra.text, rb.text, offset)
+    in_tools = next(((s, r) for s, r in sides if s is not None and s.kind == "tools"), None)
+    if in_tools is not None:
+        where = _where(in_tools[1], in_tools[0], offset)
+        verdict = _tools_verdict(a.body, b.body, where)
+        if verdict.kind == "tools_changed" and volatile is not None:  # e.g. a date in a description
+            return _shape_verdict(volatile[0], where)
+        return verdict
+
+    def on_either(test: Callable[[Span, Rendered], bool]) -> Span | None:
+        return next((span for span, r in sides if span is not None and test(span, r)), None)
+
+    system = on_either(lambda span, r: span.kind == "system")
+    in_last = on_either(lambda span, r: span.kind == "message" and span.index == r.last_message)
+    in_first = system is None and on_either(
+        lambda span, r: span.kind == "message" and span.index == r.first_conversation_message
+    )
+    if volatile is not None:
+        shape, continued = volatile
+        if continued >= CONTINUATION or not (in_last or in_first):
+            return _shape_verdict(shape, where)
+    if system is not None:
+        return _Verdict(
+            "system_prompt_changed",
+            where,
+            f"the system prompt differs at character {offset - system.start} of it; the tools "
+            "and the whole conversation after it are a miss",
+        )
+    if in_last:
+        return _Verdict(
+            "last_message_differs",
+            where,
+            "only the last message differs: everything before it is shared (expected)",
+        )
+    media_a, media_b = _span_at(ra.media, offset), _span_at(rb.media, offset)
+    if media_a and media_b:
+        same_set = sorted(m.label for m in ra.media) == sorted(m.label for m in rb.media)
+        if same_set:
+            kind = media_a.label.split(":")[0]
+            return _Verdict(
+                "image_order_changed", where, f"the same {kind}s in another order, from {where}"
+            )
+        return _Verdict(
+            "history_changed", where, f"a different {media_a.label.split(':')[0]} in {where}"
+        )
+    if in_first:
+        return _Verdict(
+            "other_conversation",
+            where,
+            "different conversations: the system prompt and tools are shared, the first "
+            "message differs (expected)",
+        )
+    roles = (span_a.label if span_a else None, span_b.label if span_b else None)
+    detail = (
+        f"{where} is {roles[0]} in one request and {roles[1]} in the other"
+        if roles[0] != roles[1]
+        else f"{where} differs: an earlier turn was edited, truncated or re-serialised"
+    )
+    return _Verdict("history_changed", where, detail)
+
+
+_BEFORE, _AFTER = 24, 56
+
+
+def excerpt(text: str, offset: int) -> str:
+    """At most 80 characters around the offset, newlines shown as ⏎."""
+    start, end = max(0, offset - _BEFORE), min(len(text), offset + _AFTER)
+    space = text.find(" ", start, max(start, offset - 8))
+    if start and space >= 0:  # begin at a word when one starts close by
+        start = space + 1
+    body = text[start:end].replace("\r", "").replace("\n", "⏎").replace("\t", " ")
+    return ("…" if start else "") + body + ("…" if end < len(text) else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixing what can be fixed, to estimate the share afterwards
+
+
+def _mask(text: str, kinds: frozenset[str], cache: dict[tuple[str, frozenset[str]], str]) -> str:
+    """The text with every volatile value of those kinds replaced by a fixed mask (memoised:
+    the requests of a sample repeat the same system prompt and history)."""
+    key = (text, kinds)
+    if key not in cache:
+        masked = text
+        for shape in SHAPES:
+            if shape.kind in kinds:
+                masked = shape.pattern.sub(_MASKS[shape.kind], masked)
+        cache[key] = masked
+    return cache[key]
+
+
+def neutralised(
+    body: Mapping[str, Any],
+    classes: Iterable[DivergenceClass],
+    cache: dict[tuple[str, frozenset[str]], str] | None = None,
+) -> dict[str, Any]:
+    """The request as it would be after the fixes for timestamps, ids and tool order."""
+    cache = {} if cache is None else cache
+    wanted = set(classes)
+    kinds = frozenset(k for k in ("timestamp", "random_id") if k in wanted)
+    result = copy.deepcopy(dict(body))
+    messages = result["messages"]
+    for message in messages[:-1] if kinds else ():  # the last message is where they belong
+        content = message.get("content")
+        if isinstance(content, str):
+            message["content"] = _mask(content, kinds, cache)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part.get("text"), str):
+                    part["text"] = _mask(part["text"], kinds, cache)
+    if "tools_reordered" in wanted and result.get("tools"):
+        result["tools"] = sorted(result["tools"], key=_tool_name)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The launch command
+
+
+def _mentioned_flags(text: str, exclude: str) -> list[str]:
+    return [
+        f
+        for f in re.findall(r"--[a-z][a-z0-9-]+(?:[ =][0-9]+)?", text)
+        if not f.startswith(exclude)
+    ]
+
+
+def _flag_given(launch: LaunchArgs, flag: str, kb: KnowledgeBase) -> bool:
+    name = flag.split()[0].split("=")[0]
+    if name in launch.other:
+        return True
+    for argument in kb.vllm_args.arguments:
+        if name in (argument.flag, *argument.aliases):
+            return getattr(launch, argument.field, None) is not None
+    return False
+
+
+def check_launch(launch: LaunchArgs, kb: KnowledgeBase | None = None) -> LaunchCheck:
+    """Does the launch command turn prefix caching on (explicitly, where the recipe needs it)?"""
+    kb = kb or load_knowledge()
+    recipe = recipe_for_model(kb, launch.model)
+    required = next(
+        (f for f in (recipe.required_flags if recipe else []) if f.flag == PREFIX_CACHING_FLAG),
+        None,
+    )
+    also = (
+        [
+            f
+            for f in _mentioned_flags(required.why, PREFIX_CACHING_FLAG)
+            if not _flag_given(launch, f, kb)
+        ]
+        if required
+        else []
+    )
+    base = {"model": launch.model, "recipe": recipe.id if recipe else None}
+    if launch.enable_prefix_caching is False:
+        return LaunchCheck(
+            status="disabled",
+            problem=True,
+            summary="The launch command turns prefix caching off (--no-enable-prefix-caching): "
+            "no request reuses another's prefix, whatever the requests look like (intended only "
+            "on the decode side of a prefill/decode split).",
+            fix=f"Replace --no-enable-prefix-caching with {' '.join([PREFIX_CACHING_FLAG, *also])}.",
+            **base,
+        )
+    if launch.enable_prefix_caching:
+        summary = f"{PREFIX_CACHING_FLAG} is given."
+        fix = None
+        if also and required:
+            summary += f" The {recipe.id if recipe else ''} recipe also advises {', '.join(also)}: {required.why}"
+            fix = f"Add {' '.join(also)}."
+        return LaunchCheck(status="enabled", problem=False, summary=summary, fix=fix, **base)
+    if required and recipe:
+        return LaunchCheck(
+            status="required_not_given",
+            problem=True,
+            summary=f"{recipe.name} needs {PREFIX_CACHING_FLAG} given explicitly, and the launch "
+            f"command does not give it: {required.why}",
+            fix=f"Add {' '.join([PREFIX_CACHING_FLAG, *also])} to the launch command.",
+            **base,
+        )
+    return LaunchCheck(
+        status="not_given",
+        problem=False,
+        summary=f"{PREFIX_CACHING_FLAG} is not given, so the vLLM version's default applies: on "
+        "for standard-attention models in the V1 engine, off for hybrid models (Mamba-, KDA- or "
+        "GDN-style layers). The engine's start-up line `Initializing a V1 LLM engine ... "
+        "enable_prefix_caching=...` shows which took effect.",
+        fix=f"Give {PREFIX_CACHING_FLAG} explicitly to stop depending on the default.",
+        **base,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The library function behind the command
+
+
+def _classify_pairs(
+    chosen: Sequence[ChatRequest], rendered: Sequence[Rendered], pairs: Sequence[tuple[int, int]]
+) -> list[tuple[int, _Verdict]]:
+    """The divergence offset (canonical characters) and its class, for each pair."""
+    result = []
+    for i, j in pairs:
+        offset = common_prefix(rendered[i].text, rendered[j].text)
+        result.append((offset, classify(chosen[i], chosen[j], rendered[i], rendered[j], offset)))
+    return result
+
+
+def _divergence(
+    a: ChatRequest, b: ChatRequest, ra: Rendered, rb: Rendered, offset: int, verdict: _Verdict,
+    shared: int,
+) -> Divergence:  # fmt: skip
+    return Divergence(
+        a_line=a.line,
+        b_line=b.line,
+        kind=verdict.kind,
+        expected=verdict.kind in EXPECTED_CLASSES,
+        shape=verdict.shape,
+        where=verdict.where,
+        common_prefix=shared,
+        a_excerpt=excerpt(ra.text, offset),
+        b_excerpt=excerpt(rb.text, offset),
+        detail=verdict.detail,
+    )
+
+
+def _class_counts(divergences: Sequence[Divergence]) -> list[ClassCount]:
+    """Pairs per class, problems first, most frequent first."""
+    counts = Counter(d.kind for d in divergences)
+    first_of: dict[DivergenceClass, Divergence] = {}
+    for divergence in divergences:
+        first_of.setdefault(divergence.kind, divergence)
+    return [
+        ClassCount(
+            kind=kind,
+            pairs=count,
+            expected=kind in EXPECTED_CLASSES,
+            first_pair=f"lines {first_of[kind].a_line} and {first_of[kind].b_line}",
+            fix=FIXES.get(kind),
+        )
+        for kind, count in sorted(
+            counts.items(), key=lambda item: (item[0] in EXPECTED_CLASSES, -item[1], item[0])
+        )
+    ]
+
+
+def prefix_check(
+    requests: str | Path | Sequence[Mapping[str, Any]],
+    launch: str | LaunchArgs | None = None,
+    tokenizer: str | Path | None = None,
+    *,
+    trust_remote_code: bool = False,
+    max_requests: int = MAX_REQUESTS,
+    kb: KnowledgeBase | None = None,
+) -> PrefixReport:
+    """Why a sample of chat requests would not share the prefix cache.
+
+    `requests`: a JSONL file of OpenAI chat request bodies ("-" for stdin), or the bodies.
+    `launch`: the launch command's text, or it parsed. `tokenizer`: a local tokenizer folder, to
+    measure in the model's own tokens (needs transformers); characters otherwise.
+    """
+    if max_requests < 2:
+        raise InputError("max_requests must be at least 2")
+    sample = _sample(requests, max_requests)
+    chosen = sample.requests
+    if len(chosen) < 2:
+        raise InputError(
+            f"{sample.source}: only one request; prefix-check compares requests, give at least two"
+        )
+    tokens = TokenRenderer(tokenizer, trust_remote_code) if tokenizer is not None else None
+    launch_check = None
+    if launch is not None:
+        kb = kb or load_knowledge()
+        parsed = launch if isinstance(launch, LaunchArgs) else parse_launch_command(launch, kb)
+        launch_check = check_launch(parsed, kb)
+
+    rendered = [render_canonical(r.body) for r in chosen]
+    pairs = _pairs(len(chosen))
+    shares = _measure(chosen, rendered, pairs, tokens)
+    divergences = [
+        _divergence(
+            chosen[i], chosen[j], rendered[i], rendered[j], offset, verdict, shares.common[(i, j)]
+        )
+        for (i, j), (offset, verdict) in zip(
+            pairs, _classify_pairs(chosen, rendered, pairs), strict=True
+        )
+    ]
+    classes = _class_counts(divergences)
+
+    # The first divergence hides the ones after it: fix what can be fixed, compare again, repeat.
+    fixing = {c.kind for c in classes if c.kind in _FIXABLE}
+    if_fixed: float | None = None
+    after_fixes: list[ClassCount] = []
+    seen = {c.kind for c in classes}
+    masked: dict[tuple[str, frozenset[str]], str] = {}
+    for _ in range(len(_FIXABLE)):
+        if not fixing:
+            break
+        fixed = [ChatRequest(r.line, neutralised(r.body, fixing, masked)) for r in chosen]
+        fixed_rendered = [render_canonical(r.body) for r in fixed]
+        verdicts = _classify_pairs(fixed, fixed_rendered, pairs)
+        counts = _class_counts(
+            [
+                _divergence(fixed[i], fixed[j], fixed_rendered[i], fixed_rendered[j], at, v, at)
+                for (i, j), (at, v) in zip(pairs, verdicts, strict=True)
+            ]
+        )
+        after_fixes += [c for c in counts if not c.expected and c.kind not in seen]
+        seen |= {c.kind for c in counts}
+        found = {c.kind for c in counts if c.kind in _FIXABLE} - fixing
+        if not found:
+            fixed_share = _measure(fixed, fixed_rendered, pairs, tokens).share
+            if_fixed = max(shares.share, fixed_share)
+            break
+        fixing |= found
+
+    unit = "tokens" if tokens is not None else "characters"
+    return PrefixReport(
+        source=sample.source,
+        unit=unit,
+        tokenizer=str(tokenizer) if tokenizer is not None else None,
+        requests_read=sample.total,
+        requests_compared=len(chosen),
+        pairs_compared=len(pairs),
+        prompt_length=sum(shares.lengths),
+        reusable=sum(shares.best),
+        reusable_share=round(shares.share, 4),
+        reusable_share_if_fixed=round(if_fixed, 4) if if_fixed is not None else None,
+        requests=[
+            RequestShare(
+                index=index,
+                line=request.line,
+                length=shares.lengths[index],
+                reusable=shares.best[index],
+                share=round(shares.best[index] / shares.lengths[index], 4)
+                if shares.lengths[index]
+                else 0.0,
+                partner_line=chosen[p].line if (p := shares.partner[index]) is not None else None,
+            )
+            for index, request in enumerate(chosen)
+        ],
+        divergences=divergences,
+        classes=classes,
+        after_fixes=after_fixes,
+        launch=launch_check,
+        notes=_notes(sample, unit, launch_check),
+    )
+
+
+def _notes(sample: RequestSample, unit: str, launch: LaunchCheck | None) -> list[str]:
+    chosen = sample.requests
+    notes = []
+    if sample.total > len(chosen):
+        notes.append(
+            f"Compared the first {len(chosen)} of {sample.total} requests (the cap bounds the "
+            "work); each request is compared with the one before it and with the first one."
+        )
+    else:
+        notes.append("Each request is compared with the one before it and with the first one.")
+    if unit == "characters":
+        notes.append(
+            "Lengths are characters of a canonical rendering (system prompt, tools as JSON in "
+            "the given order, messages in order, images as placeholders); --tokenizer measures "
+            "tokens with the model's own chat template."
+        )
+    else:
+        notes.append(
+            "Lengths are tokens of the model's chat template; the divergence classes and "
+            "excerpts come from the canonical rendering of the same requests."
+        )
+    models = sorted({str(r.body["model"]) for r in chosen if r.body.get("model")})
+    if len(models) > 1:
+        notes.append(
+            f"The requests name {len(models)} models ({', '.join(models[:5])}); only requests "
+            "to the same model and server share a cache."
+        )
+    kwargs = {json.dumps(r.body.get("chat_template_kwargs"), sort_keys=True) for r in chosen}
+    if len(kwargs) > 1:
+        notes.append(
+            "chat_template_kwargs differ between requests; templates can render them early in "
+            "the prompt."
+        )
+    notes.append(
+        "vLLM reuses whole KV-cache blocks, so a hit is the shared prefix rounded down to a "
+        "block, and only while it is still cached: eviction under load lowers the real hit rate "
+        "(the server's /metrics prefix-cache counters show it)."
+    )
+    if launch is None:
+        notes.append("Give --launch-cmd to check that the server turns prefix caching on.")
+    return notes

@@ -1,0 +1,91 @@
+"""Rung 7, multi-node (only with --multi-node): the all-to-all backend of the launch matches the
+transport per the recipe (deepep_v2 for RDMA, flashinfer_nvlink_one_sided for NVLink for Kimi K3),
+the logs are free of NCCL/network errors (the diagnose signatures), and a given NCCL test command
+runs and reports its bandwidth."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from vllm_triage.diagnose.scan import scan_log
+from vllm_triage.validate.context import LadderContext
+from vllm_triage.validate.models import RungResult
+
+_BUS_BANDWIDTH = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.]+)")
+_OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*([0-9]+)\s*(\w+)?")
+
+
+def nccl_test_figures(output: str) -> dict[str, object]:
+    """Average bus bandwidth (GB/s) and out-of-bounds count from nccl-tests' summary lines."""
+    bandwidth = _BUS_BANDWIDTH.search(output)
+    bounds = _OUT_OF_BOUNDS.search(output)
+    return {
+        "avg_bus_bandwidth_gbps": float(bandwidth.group(1)) if bandwidth else None,
+        "out_of_bounds_values": int(bounds.group(1)) if bounds else None,
+    }
+
+
+def _log_errors(ctx: LadderContext, log: Path) -> list[str]:
+    with log.open("rb") as stream:
+        scan = scan_log(stream, str(log), ctx.kb)
+    return [
+        f"{hit.rule.signature.id} {hit.rule.signature.name} at {log.name}:{hit.first_line}: "
+        f"{hit.evidence[0].text[:160] if hit.evidence else ''}"
+        for hit in scan.hits.values()
+        if hit.rule.signature.cause == "nccl_or_network"
+    ]
+
+
+def run(ctx: LadderContext) -> RungResult:
+    deadline = ctx.deadline("multi_node")
+    problems: list[str] = []
+    figures: dict[str, object] = {}
+    checked = []
+    transport = ctx.options.transport
+    if ctx.launch is not None and transport is not None:
+        checked.append("all2all backend")
+        actual = ctx.launch.all2all_backend
+        expected = getattr(ctx.recipe.all2all_backends, transport) if ctx.recipe else None
+        figures.update(all2all_backend=actual, transport=transport, expected_backend=expected)
+        if expected is None:
+            figures["note"] = "no recipe names the backend for this model; nothing to compare"
+        elif actual != expected:
+            problems.append(
+                f"all2all backend {actual or 'not set'} over {transport}: {ctx.recipe.name if ctx.recipe else ''} "
+                f"wants {expected} (--all2all-backend {expected})"
+            )
+    for log in ctx.options.logs:
+        checked.append(f"log {log.name}")
+        problems.extend(_log_errors(ctx, log))
+    if ctx.options.nccl_test:
+        checked.append("NCCL test")
+        try:
+            completed = subprocess.run(
+                shlex.split(ctx.options.nccl_test), capture_output=True, text=True,
+                timeout=max(1.0, deadline - time.monotonic()), check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            problems.append("the NCCL test did not finish before the rung's deadline")
+        except OSError as exc:
+            problems.append(f"the NCCL test could not start: {exc.strerror}")
+        else:
+            figures.update(nccl_test_figures(completed.stdout))
+            if completed.returncode != 0:
+                problems.append(f"the NCCL test exited {completed.returncode}")
+            elif figures["avg_bus_bandwidth_gbps"] is None:
+                problems.append("the NCCL test printed no '# Avg bus bandwidth' line")
+            if figures.get("out_of_bounds_values"):
+                problems.append(f"the NCCL test found {figures['out_of_bounds_values']} wrong values")
+    figures["checked"] = checked
+    if not checked:
+        return ctx.result(
+            "multi_node", "skipped",
+            "nothing to check: give --launch-cmd with --transport, --log, or --nccl-test",
+        )  # fmt: skip
+    if problems:
+        return ctx.result("multi_node", "failed", "; ".join(problems[:3]), **figures)
+    return ctx.result("multi_node", "passed", None, **figures)

@@ -1,0 +1,149 @@
+"""Rung 4, same prefix: K requests that share system prompt, tools and history and differ only in
+the last user message. The prefix-cache counters are read before and after (deltas of this run,
+not totals since start), with the time to first token of the first request against the repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+import httpx
+
+from vllm_triage.validate.context import LadderContext
+from vllm_triage.validate.metrics import MetricsSnapshot, flag
+from vllm_triage.validate.models import RungResult
+from vllm_triage.validate.toolcalls import TOOLS
+
+_POLICY = (
+    "Policy {n}: an operator keeps the runbook current, records each change with its ticket, "
+    "and checks the dashboards after every deployment window. "
+)
+_DEFAULT_BLOCK = 16
+
+
+def _shared(units: int) -> list[dict[str, Any]]:
+    system = "You are the on-call assistant of a GPU cluster.\n" + "".join(
+        _POLICY.format(n=n) for n in range(units)
+    )
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Which nodes were drained last night?"},
+        {"role": "assistant", "content": "Nodes gpu-07 and gpu-11 were drained for maintenance."},
+    ]
+
+
+def _tokens(ctx: LadderContext, messages: list[dict[str, Any]], deadline: float) -> int | None:
+    body = {"model": ctx.model, "messages": messages, "tools": TOOLS, "add_generation_prompt": False}
+    try:
+        response = ctx.client.post("/tokenize", body, deadline)
+        return int(response.json()["count"]) if response.status_code == 200 else None
+    except (httpx.HTTPError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _enabled(ctx: LadderContext) -> tuple[bool | None, str]:
+    labels_flag = flag(ctx.cache_labels, "enable_prefix_caching")
+    if labels_flag is not None:
+        return labels_flag, "vllm:cache_config_info"
+    if ctx.launch is not None and ctx.launch.enable_prefix_caching is not None:
+        return ctx.launch.enable_prefix_caching, "the launch command"
+    return None, "unknown"
+
+
+def _delta(ctx: LadderContext, before: MetricsSnapshot | None, after: MetricsSnapshot | None, logical: str) -> int | None:
+    if before is None or after is None:
+        return None
+    first, last = before.value(ctx.kb, logical), after.value(ctx.kb, logical)
+    return None if first is None or last is None else int(last - first)
+
+
+def _no_hit_reasons(ctx: LadderContext, shared_tokens: int | None, block: int) -> list[str]:
+    reasons = []
+    if shared_tokens is not None and shared_tokens < block:
+        reasons.append(
+            f"the shared prefix ({shared_tokens} tokens) is shorter than one cache block ({block})"
+        )
+    recipe = ctx.recipe
+    if recipe is not None and "--prefix-match-unit" in " ".join(f.why for f in recipe.required_flags):
+        launch_other = ctx.launch.other if ctx.launch else {}
+        if "--prefix-match-unit" not in launch_other:
+            reasons.append(
+                f"{recipe.name}: hybrid-model block alignment; hits need --prefix-match-unit "
+                "(e.g. 128) or shared prefixes of whole large blocks"
+            )
+    reasons.append(
+        "retention: the cached blocks were evicted between requests (KV cache full, or other "
+        "traffic); compare vllm:kv_cache_usage_perc while it runs"
+    )
+    return reasons
+
+
+def run(ctx: LadderContext) -> RungResult:
+    deadline = ctx.deadline("same_prefix")
+    block = int((ctx.cache_labels or {}).get("block_size") or _DEFAULT_BLOCK)
+    budget = ((ctx.max_model_len or 4096) - ctx.options.output_tokens) // 2
+    wanted = min(max(4 * block, 512), budget)
+    units = max(1, wanted // 30)
+    shared = _shared(units)
+    shared_tokens = _tokens(ctx, shared, deadline)
+    if shared_tokens is not None and shared_tokens > budget:
+        units = max(1, int(units * budget / shared_tokens))
+        shared = _shared(units)
+        shared_tokens = _tokens(ctx, shared, deadline)
+    enabled, source = _enabled(ctx)
+    ctx.prefix_cache.enabled = enabled
+    before = ctx.metrics(deadline)
+    records = []
+    for index in range(ctx.options.same_prefix_requests):
+        body = {
+            "model": ctx.model,
+            "messages": [*shared, {"role": "user", "content": f"Question {index}: which runbook step comes first?"}],
+            "tools": TOOLS,
+            "tool_choice": "none",
+            "max_tokens": 8,
+            "temperature": 0,
+        }
+        record, _ = ctx.client.stream_chat(body, "same_prefix", f"shared_prefix_{index}", deadline)
+        records.append(ctx.recorder.add(record))
+    after = ctx.metrics(deadline)
+    queries = _delta(ctx, before, after, "prefix_cache_queries")
+    hits = _delta(ctx, before, after, "prefix_cache_hits")
+    cached = [r.cached_tokens for r in records if r.cached_tokens is not None]
+    ctx.prefix_cache.queries = queries or 0
+    ctx.prefix_cache.hits = hits or 0
+    repeats = [r.ttft_s for r in records[1:] if r.ttft_s is not None]
+    figures = {
+        "requests": len(records),
+        "shared_prefix_tokens": shared_tokens,
+        "block_size": block,
+        "queries": queries,
+        "hits": hits,
+        "hit_rate": round(hits / queries, 3) if queries and hits is not None else None,
+        "cached_tokens_reported": sum(cached) if cached else None,
+        "ttft_first_s": records[0].ttft_s if records else None,
+        "ttft_repeats_p50_s": statistics.median(repeats) if repeats else None,
+        "enabled": enabled,
+        "enabled_from": source,
+    }
+    if failed := [r for r in records if r.error]:
+        return ctx.result("same_prefix", "failed", f"{len(failed)} request(s) failed: {failed[0].error}", **figures)
+    if enabled is False:
+        result = ctx.result(
+            "same_prefix", "failed", f"prefix caching is disabled (from {source})", **figures
+        )
+        result.findings.append("start the server with --enable-prefix-caching")
+        return result
+    evidence_hits = hits if hits is not None else (sum(cached) if cached else None)
+    if evidence_hits is None:
+        return ctx.result(
+            "same_prefix", "skipped",
+            "cannot count hits: no /metrics and no usage.prompt_tokens_details "
+            "(start the server with --enable-prompt-tokens-details)",
+            **figures,
+        )  # fmt: skip
+    if evidence_hits > 0:
+        return ctx.result("same_prefix", "passed", f"caching works: {evidence_hits} prompt tokens hit the cache", **figures)
+    reasons = _no_hit_reasons(ctx, shared_tokens, block)
+    return ctx.result("same_prefix", "failed", "enabled but no hits: " + "; ".join(reasons), **figures)

@@ -1,0 +1,67 @@
+"""`vllm-triage validate` from the command line: the JSON contract and the exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fakeserver import FakeServer
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_triage", "validate", *args],
+        capture_output=True, text=True, check=False, env=dict(os.environ, COLUMNS="200"),
+    )  # fmt: skip
+
+
+def test_json_contract_and_exit_0(tmp_path: Path) -> None:
+    with FakeServer() as server:
+        result = _cli(server.url, "--case", str(tmp_path), "--max-concurrency", "2", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["schema_version"] == 1 and summary["passed"] is True
+    names = [r["name"] for r in summary["rungs"]]
+    assert names == ["health", "short_text", "target_context", "same_prefix", "concurrency", "image", "tool_calls"]
+    for rung in summary["rungs"]:
+        assert rung["status"] in ("passed", "failed", "skipped", "not_supported")
+        assert "reason" in rung and isinstance(rung["figures"], dict)
+    assert set(summary["prefix_cache"]) >= {"enabled", "queries", "hits"}
+    assert set(summary["tool_calls"]) >= {"requests", "valid", "format_errors"}
+
+
+def test_a_failing_rung_exits_1_and_prints_the_table(tmp_path: Path) -> None:
+    with FakeServer("chat_500") as server:
+        result = _cli(server.url, "--case", str(tmp_path))
+    assert result.returncode == 1
+    assert "short_text" in result.stdout and "HTTP 500" in result.stdout and "FAILED" in result.stdout
+    assert "short_text" in result.stderr, "progress lines go to stderr as rungs finish"
+
+
+def test_unreachable_and_bad_input_exit_2(tmp_path: Path) -> None:
+    unreachable = _cli("http://127.0.0.1:9", "--case", str(tmp_path), "--format", "json")
+    assert unreachable.returncode == 2
+    assert json.loads(unreachable.stdout)["passed"] is False
+    bad = _cli("localhost:8000", "--case", str(tmp_path))
+    assert bad.returncode == 2 and bad.stderr.startswith("vllm-triage: error:")
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_api_key_is_sent_and_never_written(tmp_path: Path) -> None:
+    secret = "sk-validateSecret0123456789abcdef"
+    env = dict(os.environ, MY_VLLM_KEY=secret, COLUMNS="200")
+    with FakeServer() as server:
+        result = subprocess.run(
+            [sys.executable, "-m", "vllm_triage", "validate", server.url, "--case", str(tmp_path),
+             "--api-key-env", "MY_VLLM_KEY", "--max-concurrency", "1"],
+            capture_output=True, text=True, check=False, env=env,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert server.state.authorization == {f"Bearer {secret}"}
+    assert secret not in result.stdout + result.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text()
