@@ -104,7 +104,10 @@ def vllm_command(python: Path) -> Path:
 
 
 def _script_hash() -> str:
-    return hashlib.sha256(MAKE_TINY_MODEL.read_bytes()).hexdigest()[:16]
+    """The model's cache key: the script and the tools it trains on."""
+    digest = hashlib.sha256(MAKE_TINY_MODEL.read_bytes())
+    digest.update((REPO / "src" / "vllm_triage" / "validate" / "agent_tools.json").read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def tiny_model(

@@ -135,3 +135,19 @@ def test_bad_input(overrides: dict[str, object], message: str, tmp_path: Path) -
     url = str(values.pop("url"))
     with pytest.raises(InputError, match=message):
         validate(_options(url, tmp_path, **values))
+
+
+def test_ctrl_c_writes_what_was_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_triage.validate import ValidationInterrupted, ladder
+
+    def interrupted(ctx: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(ladder.RUNGS, "concurrency", interrupted)
+    with FakeServer() as server, pytest.raises(ValidationInterrupted) as stop:
+        validate(_options(server.url, tmp_path))
+    summary = json.loads((stop.value.result.folder / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["passed"] is False
+    assert [r["name"] for r in summary["rungs"]] == ["health", "short_text", "target_context", "same_prefix"]
+    records = (stop.value.result.folder / "requests.jsonl").read_text().splitlines()
+    assert len(records) >= 4 and all(json.loads(line)["rung"] for line in records)

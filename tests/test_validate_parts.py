@@ -120,13 +120,18 @@ def test_multi_node_rung(tmp_path: Path) -> None:
     assert rung.figures["expected_backend"] == "deepep_v2"
 
 
-def test_the_tiny_model_is_trained_on_the_ladders_tools() -> None:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent / "servers"))
-    import make_tiny_model
-
+def test_loose_tools_are_the_ladders_tools_without_strict() -> None:
     from vllm_triage.validate.toolcalls import TOOLS, loose_tools
 
-    assert make_tiny_model.AGENT_TOOLS == TOOLS
-    assert all("strict" not in tool["function"] for tool in loose_tools())
+    assert all(tool["function"]["strict"] is True for tool in TOOLS)
+    loose = loose_tools()
+    assert all("strict" not in tool["function"] for tool in loose)
+    assert [t["function"]["parameters"] for t in loose] == [t["function"]["parameters"] for t in TOOLS]
+
+
+def test_each_sample_is_read_once() -> None:
+    snapshot = parse_metrics(
+        "# TYPE vllm:cache_config_info gauge\n"
+        'vllm:cache_config_info{block_size="128",enable_prefix_caching="True"} 1.0\n'
+    )
+    assert len(snapshot.samples["vllm:cache_config_info"]) == 1

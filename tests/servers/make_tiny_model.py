@@ -10,7 +10,7 @@ vLLM's `hermes` tool parser can read its output.
 
 The weights start random (fixed seed) and get a short fine-tune (about 200 steps, under a minute on
 two cores) on synthetic agent turns: short answers, and tool calls to the ladder's tools
-(AGENT_TOOLS, the same as vllm_triage.validate.toolcalls.TOOLS; a test keeps them equal). Like a
+(AGENT_TOOLS: the same file as vllm_triage.validate.toolcalls.TOOLS). Like a
 real model it then does both: well-formed calls when the schema is enforced (`strict`), a mix of
 well-formed and malformed ones when it is not. Output is the same every time at temperature 0.
 """
@@ -153,42 +153,9 @@ def corpus() -> list[str]:
     return lines
 
 
-AGENT_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "minLength": 1},
-                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                },
-                "required": ["city"],
-                "additionalProperties": False,
-            },
-            "strict": True,
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "search_docs",
-            "description": "Search the runbooks.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "minLength": 1},
-                    "top_k": {"type": "integer", "minimum": 1, "maximum": 10},
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-            "strict": True,
-        },
-    },
-]
+# The ladder's tools (vllm_triage.validate.toolcalls.TOOLS), read from the package's data file.
+AGENT_TOOLS_FILE = Path(__file__).resolve().parents[2] / "src" / "vllm_triage" / "validate" / "agent_tools.json"
+AGENT_TOOLS = json.loads(AGENT_TOOLS_FILE.read_text(encoding="utf-8"))
 TRAIN_STEPS = 200
 _CITIES = ["Lisbon", "Paris", "Berlin", "Tokyo", "Oslo", "Rome", "Madrid", "Lima", "Cairo", "Delhi"]
 _TOPICS = ["drain a node", "rotate logs", "restart vllm", "check nccl", "upgrade driver"]

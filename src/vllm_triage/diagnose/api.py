@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,12 +17,11 @@ from vllm_triage.diagnose.image import (
 )
 from vllm_triage.diagnose.scan import FileScan, scan_log
 from vllm_triage.errors import InputError
+from vllm_triage.inputs import open_input
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.knowledge.schema import Recipe
 from vllm_triage.models import CompatVerdict, Diagnosis, Finding
 from vllm_triage.versions import CudaVersion, DriverVersion
-
-STDIN = "-"
 
 
 def resolve_recipe(kb: KnowledgeBase, name: str | None) -> Recipe | None:
@@ -73,17 +71,8 @@ def compat(
 
 
 def _scan_path(path: str, kb: KnowledgeBase) -> FileScan:
-    if path == STDIN:
-        return scan_log(sys.stdin.buffer, "<stdin>", kb)
-    try:
-        with Path(path).open("rb") as stream:
-            return scan_log(stream, path, kb)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a log file") from None
+    with open_input(path, "a log file") as (stream, name):
+        return scan_log(stream, name, kb)
 
 
 def recipe_for_model(kb: KnowledgeBase, model: str | None) -> Recipe | None:

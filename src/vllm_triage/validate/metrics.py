@@ -52,10 +52,6 @@ def parse_metrics(text: str) -> MetricsSnapshot:
                 snapshot.samples.setdefault(sample.name, []).append(
                     (dict(sample.labels), float(sample.value))
                 )
-                if family.type == "info" or sample.name.endswith("_info"):
-                    snapshot.samples.setdefault(family.name, []).append(
-                        (dict(sample.labels), float(sample.value))
-                    )
     except (ValueError, TypeError, IndexError) as exc:
         raise MetricsError(f"/metrics is not Prometheus text ({exc})") from None
     return snapshot

@@ -6,7 +6,7 @@ prefix_cache, tool_calls) are a contract that users' scripts read.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
@@ -22,16 +22,7 @@ RungName = Literal[
     "tool_calls",
     "multi_node",
 ]
-RUNG_ORDER: tuple[RungName, ...] = (
-    "health",
-    "short_text",
-    "target_context",
-    "same_prefix",
-    "concurrency",
-    "image",
-    "tool_calls",
-    "multi_node",
-)
+RUNG_ORDER: tuple[RungName, ...] = get_args(RungName)
 RungStatus = Literal["passed", "failed", "skipped", "not_supported"]
 
 

@@ -21,7 +21,6 @@ import importlib
 import json
 import os
 import re
-import sys
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import IO, Any, Literal
 
 from vllm_triage.diagnose.api import recipe_for_model
 from vllm_triage.errors import InputError
+from vllm_triage.inputs import open_input
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.launch import LaunchArgs, parse_launch_command
 from vllm_triage.validate.prefix_models import (
@@ -43,7 +43,6 @@ from vllm_triage.validate.prefix_models import (
     RequestShare,
 )
 
-STDIN = "-"
 MAX_REQUESTS = 200
 PREFIX_CACHING_FLAG = "--enable-prefix-caching"
 
@@ -253,17 +252,8 @@ def _read_lines(stream: IO[bytes], source: str, limit: int) -> RequestSample:
 
 def load_requests(path: str | Path, limit: int = MAX_REQUESTS) -> RequestSample:
     """Read a JSONL file of chat request bodies ("-" for stdin); the first `limit` are parsed."""
-    if str(path) == STDIN:
-        return _read_lines(sys.stdin.buffer, "<stdin>", limit)
-    try:
-        with Path(path).open("rb") as stream:
-            return _read_lines(stream, str(path), limit)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a JSONL file of requests") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
+    with open_input(path, "a JSONL file of requests") as (stream, name):
+        return _read_lines(stream, name, limit)
 
 
 def _sample(requests: str | Path | Sequence[Mapping[str, Any]], limit: int) -> RequestSample:

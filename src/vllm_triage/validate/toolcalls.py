@@ -8,48 +8,17 @@ well-formed calls ask for); `loose_tools()` gives the same without it."""
 from __future__ import annotations
 
 import json
+from importlib import resources
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from vllm_triage.validate.client import Answer
 
-TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string", "minLength": 1},
-                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                },
-                "required": ["city"],
-                "additionalProperties": False,
-            },
-            "strict": True,
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "search_docs",
-            "description": "Search the runbooks.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "minLength": 1},
-                    "top_k": {"type": "integer", "minimum": 1, "maximum": 10},
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-            "strict": True,
-        },
-    },
-]
+# The tools live in agent_tools.json: the tiny test model (tests/servers) is trained on the same.
+TOOLS: list[dict[str, Any]] = json.loads(
+    resources.files("vllm_triage.validate").joinpath("agent_tools.json").read_text(encoding="utf-8")
+)
 
 
 def loose_tools() -> list[dict[str, Any]]:
