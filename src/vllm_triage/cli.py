@@ -23,6 +23,7 @@ from vllm_triage.collect import collect as collect_bundle
 from vllm_triage.diagnose import compat as compat_verdict
 from vllm_triage.diagnose import diagnose as diagnose_logs
 from vllm_triage.errors import InputError
+from vllm_triage.inputs import open_input
 from vllm_triage.knowledge import (
     KnowledgeError,
     check_knowledge,
@@ -186,12 +187,11 @@ def _read_text_argument(value: str | None, option: str) -> str | None:
     """The text of a FILE|- option."""
     if value is None:
         return None
-    if value == "-":
-        return sys.stdin.read()
     try:
-        return Path(value).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"{option} {value}: cannot read ({exc.strerror})") from None
+        with open_input(value, "a launch command file") as (stream, _):
+            return stream.read().decode("utf-8", errors="replace")
+    except InputError as exc:
+        raise InputError(f"{option} {exc}") from None
 
 
 @app.command()
