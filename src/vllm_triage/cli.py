@@ -38,7 +38,7 @@ from vllm_triage.render.text import compat_renderable, diagnosis_renderable
 from vllm_triage.render.validate import rung_line, validate_renderable
 from vllm_triage.validate import ValidateOptions, ValidateResult, ValidationInterrupted
 from vllm_triage.validate import validate as run_validate
-from vllm_triage.validate.models import RungResult
+from vllm_triage.validate.models import RungName, RungResult
 from vllm_triage.validate.prefix_check import prefix_check as prefix_check_requests
 
 EXIT_OK, EXIT_CANNOT_RUN, EXIT_BAD_INPUT, EXIT_BROKEN_KNOWLEDGE = 0, 1, 2, 3
@@ -305,14 +305,23 @@ def validate(
     )
     show = output_format is OutputFormat.text
     err = Console(stderr=True, highlight=False)
+    running = err.status("")
 
-    def progress(name: str, result: RungResult | None) -> None:
-        if show and result is not None:
+    def progress(name: RungName, result: RungResult | None) -> None:
+        """A spinner while a rung runs (on a terminal), its line when it ends."""
+        if not show:
+            return
+        if result is None:
+            running.update(f"{name}: running (deadline {options.deadlines[name]:g} s)")
+            running.start()
+        else:
+            running.stop()
             err.print(rung_line(result))
 
     try:
         result = run_validate(options, progress=progress)
     except ValidationInterrupted as stop:
+        running.stop()
         _print_validation(stop.result, output_format)
         raise KeyboardInterrupt from None
     _print_validation(result, output_format)
