@@ -116,6 +116,8 @@ def test_cli_knowledge_check_and_show():
     shown = run("show", "VT101")
     assert shown.returncode == 0 and "torch-driver-too-old" in shown.stdout
     assert "580.65.06" in run("show", "cuda").stdout
+    assert "vllm:gpu_prefix_cache_hits" in run("show", "metrics").stdout
+    assert "VF004" in run("show", "fact-checks").stdout
     unknown = run("show", "nonsense")
     assert unknown.returncode == 2 and "unknown topic" in unknown.stderr
 

@@ -365,7 +365,8 @@ def knowledge_show(
         str | None,
         typer.Argument(
             help="cuda, families, branches, gpus, forward-compat, images, phases, "
-            "recipes, signatures, fact-checks, redaction; a recipe id; or a signature id/name."
+            "recipes, signatures, fact-checks, metrics, redaction; a recipe id; or a signature "
+            "id/name."
         ),
     ] = None,
 ) -> None:

@@ -183,6 +183,15 @@ def _fact_checks(kb: KnowledgeBase) -> RenderableType:
     )
 
 
+def _metrics(kb: KnowledgeBase) -> RenderableType:
+    aliases = kb.vllm_metrics
+    return _table(
+        f"vLLM metric names validate reads, newest first ({aliases.source}, as of {aliases.as_of})",
+        ["measures", "names"],
+        [[logical, ", ".join(names)] for logical, names in aliases.metrics.items()],
+    )
+
+
 TOPICS: dict[str, Callable[[KnowledgeBase], RenderableType]] = {
     "cuda": _cuda,
     "families": _families,
@@ -194,6 +203,7 @@ TOPICS: dict[str, Callable[[KnowledgeBase], RenderableType]] = {
     "recipes": _recipes,
     "signatures": _signatures,
     "fact-checks": _fact_checks,
+    "metrics": _metrics,
     "redaction": _redaction,
 }
 
