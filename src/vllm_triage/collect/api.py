@@ -91,10 +91,10 @@ def _facts(outputs: dict[str, ProbeOutput], redactor: Redactor) -> dict[str, Any
     for name, output in outputs.items():
         if output.facts is not None:
             sections[name] = output.facts.model_dump(mode="json")
-    for section, key in (("container", "env"),):
-        if section in sections and sections[section].get(key):
-            env = redactor.env(sections[section][key])
-            sections[section][key], sections[section]["env_omitted"] = env.kept, env.omitted
+    container = sections.get("container")
+    if container and container.get("env"):
+        env = redactor.env(container["env"])
+        container["env"], container["env_omitted"] = env.kept, env.omitted
     launch = (sections.get("vllm") or {}).get("launch")
     if launch and launch.get("env"):
         launch["env"] = redactor.env(launch["env"]).kept

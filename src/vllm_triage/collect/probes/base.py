@@ -19,6 +19,7 @@ from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.models import Artifact
 
 T = TypeVar("T")
+_LOG_HEAD_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,18 @@ class ProbeContext:
                 return handle.read(limit).decode("utf-8", errors="replace")
         except OSError:
             return None
+
+    def log_head(self, path: Path) -> str | None:
+        """The first 32 MiB of a --log file as text, read once for every probe that looks."""
+
+        def read() -> str | None:
+            try:
+                with path.open("rb") as handle:
+                    return handle.read(_LOG_HEAD_BYTES).decode("utf-8", "replace")
+            except OSError:
+                return None
+
+        return self.once(f"log_head:{path}", read)
 
     def engine(self) -> str:
         """The container engine to ask: the one given, else docker, else podman."""

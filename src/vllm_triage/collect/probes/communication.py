@@ -10,7 +10,7 @@ import re
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.models import CommunicationFacts, RdmaPort
 from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
-from vllm_triage.collect.probes.container import container_inspect
+from vllm_triage.collect.probes.container import inspected_container
 from vllm_triage.collect.probes.vllm import launch_args
 
 _SETTING_PREFIXES = ("NCCL_", "UCX_", "GLOO_", "NVSHMEM_", "VLLM_ALL2ALL", "MASTER_")
@@ -65,11 +65,8 @@ def _interfaces(text: str) -> list[str]:
 def collect(ctx: ProbeContext) -> ProbeOutput:
     out = ProbeOutput()
     facts = CommunicationFacts()
-    env: dict[str, str] = {}
-    inspect = container_inspect(ctx) if ctx.options.container else None
-    for item in ((inspect or {}).get("Config") or {}).get("Env") or []:
-        key, _, value = str(item).partition("=")
-        env[key] = value
+    container = inspected_container(ctx) if ctx.options.container else None
+    env = dict(container.env) if container else {}
     launch = launch_args(ctx)
     if launch is not None:
         env.update(launch.env)
@@ -78,12 +75,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         facts.nccl_version, facts.nccl_version_source = env["NCCL_VERSION"], "image env NCCL_VERSION"
     else:
         for log in ctx.options.logs:
-            try:
-                with log.open("rb") as handle:
-                    version = nccl_from_log(handle.read(32 * 1024 * 1024).decode("utf-8", "replace"))
-            except OSError:
-                continue
-            if version:
+            if (head := ctx.log_head(log)) is not None and (version := nccl_from_log(head)):
                 facts.nccl_version, facts.nccl_version_source = version, f"log {log.name}"
                 break
     for name, parse in (("ibv_devinfo", parse_ibv_devinfo), ("ibstat", None)):

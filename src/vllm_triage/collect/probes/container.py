@@ -41,6 +41,12 @@ def container_inspect(ctx: ProbeContext) -> dict[str, Any] | None:
     return ctx.once("container_inspect", ask)
 
 
+def inspected_container(ctx: ProbeContext) -> ContainerFacts | None:
+    """The parsed `inspect` of --container (env, command, mounts, user, image), for any probe."""
+    document = container_inspect(ctx)
+    return parse_container_inspect(document, ctx.engine()) if document is not None else None
+
+
 def image_inspect(ctx: ProbeContext, image: str) -> Any:
     """`image inspect` of the image, shared by the probes that need it."""
     return ctx.once(

@@ -16,7 +16,7 @@ from vllm_triage.collect.probes.base import (
     ProbeFailed,
     ProbeOutput,
 )
-from vllm_triage.collect.probes.container import container_inspect
+from vllm_triage.collect.probes.container import inspected_container
 
 
 def parse_image_probe(text: str) -> ImageProbeFacts:
@@ -42,8 +42,8 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         raise NotAvailable("not asked (--probe-image); the image CUDA comes from the image config")
     image = ctx.options.image
     if image is None:
-        inspect = container_inspect(ctx)
-        image = ((inspect or {}).get("Config") or {}).get("Image")
+        container = inspected_container(ctx)
+        image = container.image if container else None
     if not image:
         raise NotAvailable("--probe-image needs --image or --container")
     result = ctx.run(f"{ctx.engine()}_image_probe", image=image)

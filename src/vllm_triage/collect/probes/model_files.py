@@ -14,7 +14,7 @@ from typing import Any
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.models import ModelFilesFacts, Mount
 from vllm_triage.collect.probes.base import NotAvailable, Probe, ProbeContext, ProbeOutput
-from vllm_triage.collect.probes.container import container_inspect, parse_container_inspect
+from vllm_triage.collect.probes.container import inspected_container
 from vllm_triage.collect.probes.vllm import launch_args
 
 _INDEX = "model.safetensors.index.json"
@@ -143,8 +143,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     model = model or (launch.model if launch else None)
     if not model:
         raise NotAvailable("no --model-path and no model in a launch command")
-    inspect = container_inspect(ctx) if ctx.options.container else None
-    container = parse_container_inspect(inspect, "container") if inspect else None
+    container = inspected_container(ctx) if ctx.options.container else None
     if looks_like_hub_id(model) and not ctx.host_file(model).exists():
         note = (
             f"{model} is a Hugging Face repo id, not a local folder: the server downloads it at "

@@ -12,7 +12,7 @@ import re
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.models import VllmFacts
 from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
-from vllm_triage.collect.probes.container import container_inspect
+from vllm_triage.collect.probes.container import inspected_container
 from vllm_triage.collect.probes.kubernetes import pod_document
 from vllm_triage.errors import InputError
 from vllm_triage.launch import LaunchArgs, parse_launch_command
@@ -22,18 +22,15 @@ _LOG_VERSION = re.compile(
 )
 _TAG_VERSION = re.compile(r":v?([0-9]+\.[0-9]+\.[0-9]+)(?:-|$)")
 _SOURCE_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
-_LOG_SCAN_BYTES = 16 * 1024 * 1024
 
 
 def _launch_tokens(ctx: ProbeContext) -> tuple[list[str] | str, str] | None:
     if ctx.options.launch_cmd is not None:
         return ctx.options.launch_cmd, "--launch-cmd"
-    inspect = container_inspect(ctx) if ctx.options.container else None
-    if inspect:
-        config = inspect.get("Config") or {}
-        env = [str(e) for e in config.get("Env") or []]
-        command = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
-        return [*env, *(str(c) for c in command)], "container inspect"
+    container = inspected_container(ctx) if ctx.options.container else None
+    if container is not None:
+        env = [f"{key}={value}" for key, value in container.env.items()]
+        return [*env, *container.command], "container inspect"
     pod = pod_document(ctx) if ctx.options.pod else None
     for container in ((pod or {}).get("spec") or {}).get("containers") or []:
         env = [f"{e['name']}={e.get('value', '')}" for e in container.get("env") or [] if "name" in e]
@@ -86,16 +83,11 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     if facts.launch_source and launch is None:
         out.notes.append(f"the launch command from {facts.launch_source} names no vLLM entry point")
 
-    inspect = container_inspect(ctx) if ctx.options.container else None
-    image = ctx.options.image or ((inspect or {}).get("Config") or {}).get("Image")
+    container = inspected_container(ctx) if ctx.options.container else None
+    image = ctx.options.image or (container.image if container else None)
     version = None
     for log in ctx.options.logs:
-        try:
-            with log.open("rb") as handle:
-                version = version_from_log(handle.read(_LOG_SCAN_BYTES).decode("utf-8", "replace"))
-        except OSError:
-            continue
-        if version:
+        if (head := ctx.log_head(log)) is not None and (version := version_from_log(head)):
             break
     if version is None and image and (match := _TAG_VERSION.search(image)):
         version = match.group(1)
