@@ -62,7 +62,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
         host = _host(base / "host")
-        reference = statistics.median(_sequential_commands_seconds(host) for _ in range(args.repeat))
+        reference = statistics.median(
+            _sequential_commands_seconds(host) for _ in range(args.repeat)
+        )
         fast = statistics.median(
             _collect_seconds(host, base / f"case-{i}", args.timeout) for i in range(args.repeat)
         )

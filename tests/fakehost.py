@@ -22,9 +22,20 @@ PROGRAMS = (
     "nvidia-smi", "docker", "podman", "kubectl", "nvidia-ctk", "nvidia-container-cli",
     "ibv_devinfo", "ibstat", "ip",
 )  # fmt: skip
-DECOYS = ("systemctl", "reboot", "rm", "kill", "modprobe", "rmmod", "shutdown", "sudo", "sh", "bash")
+DECOYS = (
+    "systemctl",
+    "reboot",
+    "rm",
+    "kill",
+    "modprobe",
+    "rmmod",
+    "shutdown",
+    "sudo",
+    "sh",
+    "bash",
+)
 
-_FAKE = '''#!{python}
+_FAKE = """#!{python}
 import json, os, signal, sys, time
 name = os.path.basename(sys.argv[0])
 argv = [name, *sys.argv[1:]]
@@ -51,7 +62,7 @@ if spec.get("stdout_file"):
 sys.stdout.write(spec.get("stdout", ""))
 sys.stderr.write(spec.get("stderr", ""))
 sys.exit(spec.get("exit", 0))
-'''
+"""
 
 
 @dataclass
@@ -125,21 +136,53 @@ def replay_kimi_k3_node(host: FakeHost, smi_xml: Path, container_log: Path) -> F
     command collect runs (docker, Container Toolkit, RDMA), with the given GPU XML and log."""
     samples, h200 = _SAMPLES, _DATA / "collect" / "h200-580.159.04"
     open_module = samples / "proc-driver-version" / "open-565.57.01-ubuntu24.04.version.txt"
-    host.file("/proc/driver/nvidia/version", open_module.read_text().replace("565.57.01", "575.57.08"))
+    host.file(
+        "/proc/driver/nvidia/version", open_module.read_text().replace("565.57.01", "575.57.08")
+    )
     host.file("/etc/os-release", h200 / "os-release.txt")
     host.file("/proc/modules", h200 / "proc-modules.txt")
     host.file("/proc/uptime", h200 / "proc-uptime.txt")
-    host.file("/etc/cdi/nvidia.yaml", samples / "nvidia-container" / "cdi-nvidia-yaml-575.64.03-ctk-1.17.8.yaml")
+    host.file(
+        "/etc/cdi/nvidia.yaml",
+        samples / "nvidia-container" / "cdi-nvidia-yaml-575.64.03-ctk-1.17.8.yaml",
+    )
     host.reply("nvidia-smi -q -x", stdout_file=smi_xml)
-    host.reply("nvidia-smi topo -m", stdout_file=samples / "nvidia-smi-text" / "topo-m-a100-x8-nv12-17nic.txt")
-    host.reply("docker version --format {{json .}}", stdout='{"Client":{"Version":"27.3.1"},"Server":{"Version":"27.3.1"}}\n')
-    host.reply("docker info --format {{json .}}", stdout='{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}},"DefaultRuntime":"runc"}\n')
-    host.reply("docker inspect --type container vllm-k3", stdout_file=_DATA / "collect" / "scenarios" / "kimi-k3-docker-inspect.json")
+    host.reply(
+        "nvidia-smi topo -m",
+        stdout_file=samples / "nvidia-smi-text" / "topo-m-a100-x8-nv12-17nic.txt",
+    )
+    host.reply(
+        "docker version --format {{json .}}",
+        stdout='{"Client":{"Version":"27.3.1"},"Server":{"Version":"27.3.1"}}\n',
+    )
+    host.reply(
+        "docker info --format {{json .}}",
+        stdout='{"Runtimes":{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}},"DefaultRuntime":"runc"}\n',
+    )
+    host.reply(
+        "docker inspect --type container vllm-k3",
+        stdout_file=_DATA / "collect" / "scenarios" / "kimi-k3-docker-inspect.json",
+    )
     host.reply("docker logs --timestamps vllm-k3", stdout_file=container_log)
-    host.reply("docker image inspect vllm/vllm-openai:kimi-k3", stdout_file=_DATA / "image-configs" / "vllm-openai-cu130.inspect.json")
-    host.reply("nvidia-ctk --version", stdout_file=samples / "nvidia-container" / "nvidia-ctk-version-1.12.0.txt")
-    host.reply("nvidia-container-cli --version", stdout_file=samples / "nvidia-container" / "nvidia-container-cli-V-1.0.7.txt")
-    host.reply("ibv_devinfo", stdout_file=samples / "rdma" / "ibv_devinfo-mlx5_2-roce-cx7-h100-host.one-hca.txt")
+    host.reply(
+        "docker image inspect vllm/vllm-openai:kimi-k3",
+        stdout_file=_DATA / "image-configs" / "vllm-openai-cu130.inspect.json",
+    )
+    host.reply(
+        "nvidia-ctk --version",
+        stdout_file=samples / "nvidia-container" / "nvidia-ctk-version-1.12.0.txt",
+    )
+    host.reply(
+        "nvidia-container-cli --version",
+        stdout_file=samples / "nvidia-container" / "nvidia-container-cli-V-1.0.7.txt",
+    )
+    host.reply(
+        "ibv_devinfo",
+        stdout_file=samples / "rdma" / "ibv_devinfo-mlx5_2-roce-cx7-h100-host.one-hca.txt",
+    )
     host.reply("ibstat", stdout_file=samples / "rdma" / "gpud-ibstat-h100-some-down.txt")
-    host.reply("ip -json address show", stdout='[{"ifname":"lo","operstate":"UNKNOWN","mtu":65536},{"ifname":"eth0","operstate":"UP","mtu":9000}]\n')
+    host.reply(
+        "ip -json address show",
+        stdout='[{"ifname":"lo","operstate":"UNKNOWN","mtu":65536},{"ifname":"eth0","operstate":"UP","mtu":9000}]\n',
+    )
     return host  # fmt: skip

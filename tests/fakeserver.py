@@ -104,7 +104,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": "not found"}})
             return
         if body.get("model") != state.model:
-            self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+            self._json(
+                404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
+            )
             return
         if state.fault == "chat_500":
             self._json(500, {"error": {"message": "Internal Server Error: EngineCore died"}})
@@ -116,7 +118,14 @@ class _Handler(BaseHTTPRequestHandler):
         tools = body.get("tools")
         choice = body.get("tool_choice")
         if tools and choice not in (None, "none") and state.fault == "no_tool_parser":
-            self._json(400, {"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'}})
+            self._json(
+                400,
+                {
+                    "error": {
+                        "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+                    }
+                },
+            )
             return
         prompt = json.dumps(messages[:-1])
         with state.lock:
@@ -133,7 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _completion(self, body: dict[str, Any], call: bool) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(TOKENS)}
         if call and self.state.fault == "tool_text_leak":
-            message["content"] = '<tool_call>{"name": "get_weather", "arguments": {"city": "Lisbon"}</tool_call>'
+            message["content"] = (
+                '<tool_call>{"name": "get_weather", "arguments": {"city": "Lisbon"}</tool_call>'
+            )
         elif call:
             message = {"role": "assistant", "content": None, "tool_calls": [{
                 "id": "call_1", "type": "function",
@@ -161,7 +172,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(3600)
             return
         chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": state.model}
-        self._event({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        self._event(
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+        )
         if state.fault == "malformed_sse":
             self._event("{this is not json")
             return
@@ -183,7 +196,14 @@ class _Handler(BaseHTTPRequestHandler):
             if state.token_delay:
                 time.sleep(state.token_delay)
             self._event({**chunk, "choices": [{"index": 0, "delta": {"content": piece}}]})
-        self._event({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if call else "stop"}]})
+        self._event(
+            {
+                **chunk,
+                "choices": [
+                    {"index": 0, "delta": {}, "finish_reason": "tool_calls" if call else "stop"}
+                ],
+            }
+        )
         self._event({**chunk, "choices": [], "usage": {
             "prompt_tokens": 10, "completion_tokens": len(TOKENS), "total_tokens": 10 + len(TOKENS)}})  # fmt: skip
         self._event("[DONE]")
@@ -192,7 +212,9 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeServer:
     """A fake server on 127.0.0.1 in a background thread; `fault` picks what goes wrong."""
 
-    def __init__(self, fault: str = "none", model: str = "fake-model", token_delay: float = 0.0) -> None:
+    def __init__(
+        self, fault: str = "none", model: str = "fake-model", token_delay: float = 0.0
+    ) -> None:
         assert fault in FAULTS, fault
         state = _State(fault=fault, model=model, token_delay=token_delay)
         handler = type("Handler", (_Handler,), {"state": state})
@@ -215,6 +237,8 @@ if __name__ == "__main__":
     port = int(sys.argv[1])
     fault = sys.argv[2] if len(sys.argv) > 2 else "none"
     state = _State(fault=fault)
-    server = ThreadingHTTPServer(("127.0.0.1", port), type("Handler", (_Handler,), {"state": state}))
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", port), type("Handler", (_Handler,), {"state": state})
+    )
     server.daemon_threads = True
     server.serve_forever()

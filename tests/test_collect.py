@@ -134,7 +134,9 @@ def test_k3_bundle_goes_to_driver_too_old(k3_host: FakeHost, tmp_path: Path) -> 
         assert not bundle.problems
         facts = bundle.facts
         assert facts.gpu and facts.gpu.driver_version == "575.57.08" and len(facts.gpu.gpus) == 8
-        assert facts.gpu.kernel_module_version == "575.57.08" and facts.gpu.library_mismatch is False
+        assert (
+            facts.gpu.kernel_module_version == "575.57.08" and facts.gpu.library_mismatch is False
+        )
         assert facts.gpu.nvlink_in_topology is True
         assert facts.container and facts.container.image_cuda == "13.0.2"
         assert facts.container.exit_code == 1 and facts.container.gpu_requested
@@ -216,10 +218,15 @@ def test_image_probe_reads_torch_cuda(k3_host: FakeHost, tmp_path: Path) -> None
         stdout='{"torch_version": "2.13.0+cu130", "torch_cuda": "13.0", "vllm": "0.27.1", '
         '"vllm_commit": "b6bbf29dd", "nvidia-nccl-cu13": "2.28.9"}\n',
     )
-    result = collect(_k3_options(k3_host, tmp_path, probe_image=True), tmp_path / "t", k3_host.runner())
+    result = collect(
+        _k3_options(k3_host, tmp_path, probe_image=True), tmp_path / "t", k3_host.runner()
+    )
     with open_bundle(result.folder) as bundle:
         assert bundle.facts.image is not None
-        assert (bundle.facts.image.torch_cuda, bundle.facts.image.vllm_version) == ("13.0", "0.27.1")
+        assert (bundle.facts.image.torch_cuda, bundle.facts.image.vllm_version) == (
+            "13.0",
+            "0.27.1",
+        )
 
 
 def test_a_hanging_probe_is_cut_at_its_timeout(k3_host: FakeHost, tmp_path: Path) -> None:
@@ -237,7 +244,9 @@ def test_a_hanging_probe_is_cut_at_its_timeout(k3_host: FakeHost, tmp_path: Path
         assert bundle.facts.container is not None and bundle.logs and bundle.facts.gpu is None
 
 
-def test_a_hanging_command_leaves_what_the_kernel_module_says(k3_host: FakeHost, tmp_path: Path) -> None:
+def test_a_hanging_command_leaves_what_the_kernel_module_says(
+    k3_host: FakeHost, tmp_path: Path
+) -> None:
     k3_host.reply("nvidia-smi -q -x", behaviour="hang")
     result = collect(_k3_options(k3_host, tmp_path, timeout=1.5), tmp_path / "t", k3_host.runner())
     gpu = next(p for p in result.manifest.probes if p.name == "gpu")
@@ -357,25 +366,38 @@ def test_two_collects_make_two_bundles(tmp_path: Path) -> None:
     assert states["gpu"] == "not_available" and states["container"] == "not_available"
 
 
-POD_SECRETS = ("hf_PodEnvTokenAbCdEfGhIjKlMnOpQrStUvWx", "sk-proj-PodArgKey0123456789abcdefGHIJKLMNOPQRSTUVWX")
+POD_SECRETS = (
+    "hf_PodEnvTokenAbCdEfGhIjKlMnOpQrStUvWx",
+    "sk-proj-PodArgKey0123456789abcdefGHIJKLMNOPQRSTUVWX",
+)
 
 
 def test_crashlooping_pod_on_an_r535_node(tmp_path: Path) -> None:
     """kubectl only (no engine, no GPU on this machine): the pod, its events, the previous run's
     log and the node's real GFD labels are enough for the driver threshold."""
     host = FakeHost(tmp_path / "host").install(("kubectl",))
-    labels = json.loads((SAMPLES / "k8s" / "node-labels-rke2-a30-535.274.02.gpu-worker-02.json").read_text())
-    (tmp_path / "node.json").write_text(json.dumps({"kind": "Node", "metadata": {"name": "gpu-worker-02", "labels": labels}}))
+    labels = json.loads(
+        (SAMPLES / "k8s" / "node-labels-rke2-a30-535.274.02.gpu-worker-02.json").read_text()
+    )
+    (tmp_path / "node.json").write_text(
+        json.dumps({"kind": "Node", "metadata": {"name": "gpu-worker-02", "labels": labels}})
+    )
     ns = "--namespace inference"
-    host.reply(f"kubectl get pod kimi-k3-0 {ns} --output json", stdout_file=SCENARIOS / "kimi-k3-pod.json")
+    host.reply(
+        f"kubectl get pod kimi-k3-0 {ns} --output json", stdout_file=SCENARIOS / "kimi-k3-pod.json"
+    )
     host.reply(
         f"kubectl get events {ns} --field-selector involvedObject.name=kimi-k3-0 --output json",
         stdout_file=SCENARIOS / "kimi-k3-events.json",
     )
-    host.reply(f"kubectl logs kimi-k3-0 {ns} --all-containers --timestamps --previous",
-               stdout_file=REPO / "examples" / "kimi-k3-r575" / "vllm-serve.log")
-    host.reply(f"kubectl logs kimi-k3-0 {ns} --all-containers --timestamps",
-               stdout="2026-11-28T09:16:59Z (APIServer pid=1) INFO 11-28 09:16:59 [api_utils.py:347] starting\n")
+    host.reply(
+        f"kubectl logs kimi-k3-0 {ns} --all-containers --timestamps --previous",
+        stdout_file=REPO / "examples" / "kimi-k3-r575" / "vllm-serve.log",
+    )
+    host.reply(
+        f"kubectl logs kimi-k3-0 {ns} --all-containers --timestamps",
+        stdout="2026-11-28T09:16:59Z (APIServer pid=1) INFO 11-28 09:16:59 [api_utils.py:347] starting\n",
+    )
     host.reply("kubectl get node gpu-worker-02 --output json", stdout_file=tmp_path / "node.json")
     options = CollectOptions(pod="kimi-k3-0", namespace="inference", host_root=host.root)
     result = collect(options, tmp_path / "t", host.runner())
@@ -385,12 +407,21 @@ def test_crashlooping_pod_on_an_r535_node(tmp_path: Path) -> None:
         k8s = bundle.facts.kubernetes
         assert k8s is not None and k8s.node == "gpu-worker-02"
         (vllm,) = k8s.containers
-        assert (vllm.restart_count, vllm.reason, vllm.last_exit_code, vllm.gpu_limit) == (5, "CrashLoopBackOff", 1, "8")
+        assert (vllm.restart_count, vllm.reason, vllm.last_exit_code, vllm.gpu_limit) == (
+            5,
+            "CrashLoopBackOff",
+            1,
+            "8",
+        )
         assert [e.reason for e in k8s.events] == ["Pulled", "BackOff"]
         assert (k8s.gfd_driver_version, k8s.gfd_cuda_ceiling) == ("535.274.02", "12.2")
         assert [p.name for p in bundle.logs] == ["pod-previous.log", "pod-current.log"]
         launch = bundle.facts.vllm.launch if bundle.facts.vllm else None
-        assert launch is not None and launch.model == "moonshotai/Kimi-K3" and launch.tensor_parallel_size == 8
+        assert (
+            launch is not None
+            and launch.model == "moonshotai/Kimi-K3"
+            and launch.tensor_parallel_size == 8
+        )
     everything = _every_byte(tmp_path / "t")
     for secret in POD_SECRETS:
         assert secret.encode() not in everything

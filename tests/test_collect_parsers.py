@@ -55,7 +55,11 @@ def test_nvidia_smi_xml_summary_of_every_real_capture(path: Path, kb) -> None:
 def test_h200_capture_details(kb) -> None:
     facts = parse_nvidia_smi_xml((H200 / "nvidia-smi-q-x.xml").read_text(), kb)
     (gpu,) = facts.gpus
-    assert (gpu.name, gpu.compute_capability, gpu.memory_total_mib) == ("NVIDIA H200", "9.0", 143771)
+    assert (gpu.name, gpu.compute_capability, gpu.memory_total_mib) == (
+        "NVIDIA H200",
+        "9.0",
+        143771,
+    )
     assert (gpu.mig_mode, gpu.persistence_mode, gpu.ecc_uncorrected_volatile) == (
         "Disabled", "Enabled", 0,
     )  # fmt: skip
@@ -153,14 +157,19 @@ def test_container_inspect_fields() -> None:
             "Entrypoint": ["vllm", "serve"],
             "Cmd": ["m", "--tensor-parallel-size", "2"],
         },
-        "HostConfig": {"ShmSize": 67108864, "DeviceRequests": [{"Driver": "", "Capabilities": [["gpu"]]}]},
+        "HostConfig": {
+            "ShmSize": 67108864,
+            "DeviceRequests": [{"Driver": "", "Capabilities": [["gpu"]]}],
+        },
         "Mounts": [{"Type": "bind", "Source": "/data/m", "Destination": "/models", "RW": False}],
     }
     facts = parse_container_inspect(document, "docker")
     assert facts.name == "vllm" and facts.exit_code == 137 and facts.oom_killed
     assert facts.env == {"A": "1", "B": "x=y"} and facts.gpu_requested
     assert facts.command == ["vllm", "serve", "m", "--tensor-parallel-size", "2"]
-    assert facts.mounts == [Mount(source="/data/m", destination="/models", read_write=False, type="bind")]
+    assert facts.mounts == [
+        Mount(source="/data/m", destination="/models", read_write=False, type="bind")
+    ]
 
 
 def test_launch_command_vllm_serve(kb) -> None:
@@ -172,7 +181,9 @@ def test_launch_command_vllm_serve(kb) -> None:
     assert launch.model == "moonshotai/Kimi-K3"
     assert launch.tensor_parallel_size == 8 and launch.max_model_len == 128000
     assert launch.gpu_memory_utilization == 0.92
-    assert launch.enable_prefix_caching and launch.enable_auto_tool_choice and launch.trust_remote_code
+    assert (
+        launch.enable_prefix_caching and launch.enable_auto_tool_choice and launch.trust_remote_code
+    )
     assert launch.tool_call_parser == "kimi_k3" and launch.all2all_backend == "deepep_v2"
     assert launch.other == {"--enforce-eager": "true", "--port": "8000"}
     assert launch.env["HF_TOKEN"] == "hf_x"
@@ -196,7 +207,8 @@ def test_launch_command_forms(kb) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["python3 train.py --model x", "vllm serve m --max-model-len lots", "vllm serve 'unclosed"]
+    "text",
+    ["python3 train.py --model x", "vllm serve m --max-model-len lots", "vllm serve 'unclosed"],
 )
 def test_launch_command_errors_are_one_line(text: str, kb) -> None:
     with pytest.raises(InputError):
@@ -276,7 +288,12 @@ REAL = COLLECT / "real"
 def test_real_inspect_outputs(name: str, engine: str, container: str, image: str) -> None:
     document = json.loads((REAL / name).read_text())
     facts = parse_container_inspect(document[0], engine)
-    assert (facts.name, facts.image, facts.status, facts.exit_code) == (container, image, "running", 0)
+    assert (facts.name, facts.image, facts.status, facts.exit_code) == (
+        container,
+        image,
+        "running",
+        0,
+    )
     assert facts.command == ["sleep", "1000000"] and facts.gpu_requested is False
     assert facts.env and all("=" not in key for key in facts.env)
 
@@ -284,7 +301,10 @@ def test_real_inspect_outputs(name: str, engine: str, container: str, image: str
 def test_real_docker_version_and_cuda_less_image_config() -> None:
     from vllm_triage.collect.probes.container import _apply_image_config, _client_version
 
-    assert _client_version((REAL / "docker-version-json-19.03.8-desktop-mac.json").read_text()) == "19.03.8"
+    assert (
+        _client_version((REAL / "docker-version-json-19.03.8-desktop-mac.json").read_text())
+        == "19.03.8"
+    )
     facts = parse_container_inspect({}, "podman")
     notes = _apply_image_config(
         facts, json.loads((REAL / "podman-image-inspect-fedora-34.json").read_text()), "fedora"

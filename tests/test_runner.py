@@ -13,7 +13,12 @@ from vllm_triage.collect.runner import CommandNotAllowed, CommandRunner
 
 def test_only_allow_listed_shapes_can_be_formed() -> None:
     runner = CommandRunner()
-    assert runner.argv("docker_logs", container="vllm") == ["docker", "logs", "--timestamps", "vllm"]
+    assert runner.argv("docker_logs", container="vllm") == [
+        "docker",
+        "logs",
+        "--timestamps",
+        "vllm",
+    ]
     with pytest.raises(CommandNotAllowed, match="not on the allow-list"):
         runner.argv("docker_restart", container="vllm")
     for smuggled in ("--privileged", "-v/:/host", "", "a\nb", "x\0y"):
@@ -28,7 +33,9 @@ def test_missing_program_and_failure_lines(tmp_path: Path) -> None:
     runner = host.runner()
     missing = runner.run("nvidia_smi_xml", 5)
     assert missing.missing and "not installed" in missing.failure()
-    host.reply("docker version --format {{json .}}", stderr="Cannot connect to the Docker daemon\n", exit=1)
+    host.reply(
+        "docker version --format {{json .}}", stderr="Cannot connect to the Docker daemon\n", exit=1
+    )
     failed = runner.run("docker_version", 5)
     assert failed.returncode == 1 and "Cannot connect to the Docker daemon" in failed.failure()
     runner.cleanup()

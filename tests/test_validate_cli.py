@@ -20,12 +20,22 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_json_contract_and_exit_0(tmp_path: Path) -> None:
     with FakeServer() as server:
-        result = _cli(server.url, "--case", str(tmp_path), "--max-concurrency", "2", "--format", "json")
+        result = _cli(
+            server.url, "--case", str(tmp_path), "--max-concurrency", "2", "--format", "json"
+        )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["schema_version"] == 1 and summary["passed"] is True
     names = [r["name"] for r in summary["rungs"]]
-    assert names == ["health", "short_text", "target_context", "same_prefix", "concurrency", "image", "tool_calls"]
+    assert names == [
+        "health",
+        "short_text",
+        "target_context",
+        "same_prefix",
+        "concurrency",
+        "image",
+        "tool_calls",
+    ]
     for rung in summary["rungs"]:
         assert rung["status"] in ("passed", "failed", "skipped", "not_supported")
         assert "reason" in rung and isinstance(rung["figures"], dict)
@@ -37,7 +47,9 @@ def test_a_failing_rung_exits_1_and_prints_the_table(tmp_path: Path) -> None:
     with FakeServer("chat_500") as server:
         result = _cli(server.url, "--case", str(tmp_path))
     assert result.returncode == 1
-    assert "short_text" in result.stdout and "HTTP 500" in result.stdout and "FAILED" in result.stdout
+    assert (
+        "short_text" in result.stdout and "HTTP 500" in result.stdout and "FAILED" in result.stdout
+    )
     assert "short_text" in result.stderr, "progress lines go to stderr as rungs finish"
 
 

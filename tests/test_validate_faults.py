@@ -18,7 +18,12 @@ SHORT = {name: 4.0 for name in DEFAULT_DEADLINES}
 
 
 def _options(url: str, case: Path, **overrides: object) -> ValidateOptions:
-    values: dict[str, object] = {"url": url, "case": case, "max_concurrency": 4, "deadlines": dict(SHORT)}
+    values: dict[str, object] = {
+        "url": url,
+        "case": case,
+        "max_concurrency": 4,
+        "deadlines": dict(SHORT),
+    }
     values.update(overrides)
     return ValidateOptions(**values)  # type: ignore[arg-type]
 
@@ -40,9 +45,13 @@ def test_the_ladder_passes_on_a_healthy_server(tmp_path: Path) -> None:
     assert summary["schema_version"] == 1 and summary["passed"] is True
     assert set(summary["prefix_cache"]) >= {"enabled", "queries", "hits"}
     assert set(summary["tool_calls"]) >= {"requests", "valid", "format_errors"}
-    records = [json.loads(line) for line in (result.folder / "requests.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (result.folder / "requests.jsonl").read_text().splitlines()
+    ]
     levels = next(r for r in result.run.rungs if r.name == "concurrency").figures["levels"]
-    assert sum(level["requests"] for level in levels.values()) == sum(r["rung"] == "concurrency" for r in records)
+    assert sum(level["requests"] for level in levels.values()) == sum(
+        r["rung"] == "concurrency" for r in records
+    )
     assert all(r["ok"] for r in records if r["rung"] != "image")
 
 
@@ -57,7 +66,9 @@ def test_the_ladder_passes_on_a_healthy_server(tmp_path: Path) -> None:
         ("no_tool_parser", "tool_calls", "configuration: the server has no tool-call parser"),
     ],
 )
-def test_each_fault_fails_the_right_rung_within_its_deadline(fault: str, rung: str, reason: str, tmp_path: Path) -> None:
+def test_each_fault_fails_the_right_rung_within_its_deadline(
+    fault: str, rung: str, reason: str, tmp_path: Path
+) -> None:
     started = time.monotonic()
     with FakeServer(fault) as server:
         result = validate(_options(server.url, tmp_path))
@@ -67,7 +78,9 @@ def test_each_fault_fails_the_right_rung_within_its_deadline(fault: str, rung: s
     assert failed == [rung], rungs
     assert reason in rungs[rung][1]
     after = list(rungs)[list(rungs).index(rung) + 1 :]
-    assert all(rungs[name][0] == "skipped" for name in after), "the ladder stops at the first failure"
+    assert all(rungs[name][0] == "skipped" for name in after), (
+        "the ladder stops at the first failure"
+    )
     assert not result.run.passed
 
 
@@ -100,7 +113,10 @@ def test_missing_tokenize_falls_back_to_an_estimate_and_says_so(tmp_path: Path) 
 def test_wrong_model_id_fails_health(tmp_path: Path) -> None:
     with FakeServer() as server:
         result = validate(_options(server.url, tmp_path, model="other-model"))
-    assert _rungs(result)["health"] == ("failed", "model 'other-model' is not served here (served: fake-model)")
+    assert _rungs(result)["health"] == (
+        "failed",
+        "model 'other-model' is not served here (served: fake-model)",
+    )
     assert not result.unreachable
 
 
@@ -148,6 +164,11 @@ def test_ctrl_c_writes_what_was_measured(tmp_path: Path, monkeypatch: pytest.Mon
         validate(_options(server.url, tmp_path))
     summary = json.loads((stop.value.result.folder / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["passed"] is False
-    assert [r["name"] for r in summary["rungs"]] == ["health", "short_text", "target_context", "same_prefix"]
+    assert [r["name"] for r in summary["rungs"]] == [
+        "health",
+        "short_text",
+        "target_context",
+        "same_prefix",
+    ]
     records = (stop.value.result.folder / "requests.jsonl").read_text().splitlines()
     assert len(records) >= 4 and all(json.loads(line)["rung"] for line in records)

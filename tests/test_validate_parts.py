@@ -31,7 +31,12 @@ def test_level_figures_keep_failures_visible() -> None:
                        e2e_s=1.0, inter_token_s=[0.02, 0.04], completion_tokens=32)  # fmt: skip
     failed = RequestRecord(rung="c", kind="k", started_at=0, stream=True, error="HTTP 503: busy")
     figures = level_figures([ok, ok, failed, failed], wall_s=2.0)
-    assert (figures["requests"], figures["ok"], figures["errors"], figures["error_rate"]) == (4, 2, 2, 0.5)
+    assert (figures["requests"], figures["ok"], figures["errors"], figures["error_rate"]) == (
+        4,
+        2,
+        2,
+        0.5,
+    )
     assert figures["error_samples"] == ["HTTP 503: busy"]
     assert figures["ttft_p50_s"] == 0.1 and figures["output_tokens_per_s"] == 32.0
     assert figures["itl_p50_s"] == pytest.approx(0.03)
@@ -67,7 +72,9 @@ def _answer(name: str | None, arguments: str, content: str = "") -> Answer:
         (_answer(None, "", "It is sunny."), False, None, []),
     ],
 )  # fmt: skip
-def test_tool_call_checks(answer: Answer, required: bool, named: str | None, expected: list[str]) -> None:
+def test_tool_call_checks(
+    answer: Answer, required: bool, named: str | None, expected: list[str]
+) -> None:
     errors = check_answer(answer, required, named)
     assert len(errors) == len(expected)
     for error, fragment in zip(errors, expected, strict=True):
@@ -89,22 +96,32 @@ def test_metric_aliases_old_and_new_names(kb) -> None:
         "# TYPE vllm:gpu_prefix_cache_queries counter\n"
         'vllm:gpu_prefix_cache_queries_total{model_name="m"} 40.0\n'
     )
-    assert old.value(kb, "prefix_cache_queries") == 40.0 and old.value(kb, "prefix_cache_hits") is None
+    assert (
+        old.value(kb, "prefix_cache_queries") == 40.0 and old.value(kb, "prefix_cache_hits") is None
+    )
     with pytest.raises(MetricsError):
         parse_metrics("this is { not prometheus")
 
 
 def test_nccl_test_summary_lines() -> None:
     output = "#  Out of bounds values : 0 OK\n# Avg bus bandwidth    : 171.331 \n#\n"
-    assert nccl_test_figures(output) == {"avg_bus_bandwidth_gbps": 171.331, "out_of_bounds_values": 0}
-    assert nccl_test_figures("nothing") == {"avg_bus_bandwidth_gbps": None, "out_of_bounds_values": None}
+    assert nccl_test_figures(output) == {
+        "avg_bus_bandwidth_gbps": 171.331,
+        "out_of_bounds_values": 0,
+    }
+    assert nccl_test_figures("nothing") == {
+        "avg_bus_bandwidth_gbps": None,
+        "out_of_bounds_values": None,
+    }
 
 
 def test_multi_node_rung(tmp_path: Path) -> None:
     log = tmp_path / "node1.log"
     log.write_text("NCCL WARN Net : Connect to 10.0.0.2<45123> failed : Connection refused\n")
     nccl = tmp_path / "all_reduce_perf"
-    nccl.write_text("#!/bin/sh\necho '# Out of bounds values : 0 OK'\necho '# Avg bus bandwidth    : 171.3'\n")
+    nccl.write_text(
+        "#!/bin/sh\necho '# Out of bounds values : 0 OK'\necho '# Avg bus bandwidth    : 171.3'\n"
+    )
     nccl.chmod(0o755)
     launch = "vllm serve moonshotai/Kimi-K3 -tp 8 --all2all-backend flashinfer_nvlink_one_sided"
     with FakeServer() as server:
@@ -126,7 +143,9 @@ def test_loose_tools_are_the_ladders_tools_without_strict() -> None:
     assert all(tool["function"]["strict"] is True for tool in TOOLS)
     loose = loose_tools()
     assert all("strict" not in tool["function"] for tool in loose)
-    assert [t["function"]["parameters"] for t in loose] == [t["function"]["parameters"] for t in TOOLS]
+    assert [t["function"]["parameters"] for t in loose] == [
+        t["function"]["parameters"] for t in TOOLS
+    ]
 
 
 def test_each_sample_is_read_once() -> None:

@@ -41,7 +41,9 @@ def test_the_ladder_passes_on_a_real_vllm(real_server: RealServer, tmp_path: Pat
     assert result.run.prefix_cache.enabled is True and result.run.prefix_cache.hits > 0
     assert result.run.tool_calls.requests == 6 and result.run.tool_calls.valid == 6
     levels = rungs["concurrency"].figures["levels"]
-    assert list(levels) == ["1", "2", "4"] and all(level["errors"] == 0 for level in levels.values())
+    assert list(levels) == ["1", "2", "4"] and all(
+        level["errors"] == 0 for level in levels.values()
+    )
     assert all(level["ttft_p50_s"] and level["output_tokens_per_s"] for level in levels.values())
 
 
@@ -50,7 +52,9 @@ def test_prefix_hits_are_deltas_of_this_run(real_server: RealServer, tmp_path: P
         text = httpx.get(f"{real_server.url}/metrics", timeout=30).text
         return metric_value(text, "vllm:prefix_cache_hits_total")
 
-    options = ValidateOptions(url=real_server.url, case=tmp_path, max_concurrency=1, keep_going=True)
+    options = ValidateOptions(
+        url=real_server.url, case=tmp_path, max_concurrency=1, keep_going=True
+    )
     validate(options)
     before = total()
     assert before > 0, "the first run left hits in the server's counters"
@@ -65,21 +69,28 @@ def test_prefix_hits_are_deltas_of_this_run(real_server: RealServer, tmp_path: P
 
 def test_disabled_caching_and_missing_parser(real_server_plain: RealServer, tmp_path: Path) -> None:
     result = validate(
-        ValidateOptions(url=real_server_plain.url, case=tmp_path, max_concurrency=1, keep_going=True)
+        ValidateOptions(
+            url=real_server_plain.url, case=tmp_path, max_concurrency=1, keep_going=True
+        )
     )
     rungs = {r.name: r for r in result.run.rungs}
     assert rungs["same_prefix"].status == "failed"
     assert rungs["same_prefix"].reason == "prefix caching is disabled (from vllm:cache_config_info)"
     assert result.run.prefix_cache.enabled is False and result.run.prefix_cache.hits == 0
     assert rungs["tool_calls"].status == "failed"
-    assert (rungs["tool_calls"].reason or "").startswith("configuration: the server has no tool-call parser")
+    assert (rungs["tool_calls"].reason or "").startswith(
+        "configuration: the server has no tool-call parser"
+    )
     assert "--tool-call-parser to be set" in (rungs["tool_calls"].reason or "")
     assert rungs["tool_calls"].findings == [
         "start the server with --enable-auto-tool-choice --tool-call-parser "
         "<the parser for this model, e.g. hermes>"
     ]
     assert rungs["image"].status == "not_supported"
-    assert all(rungs[n].status == "passed" for n in ("health", "short_text", "target_context", "concurrency"))
+    assert all(
+        rungs[n].status == "passed"
+        for n in ("health", "short_text", "target_context", "concurrency")
+    )
     assert not result.run.passed
 
 
@@ -87,7 +98,10 @@ def _oracle(body: dict | None, content: str, calls: list[tuple[str | None, str]]
     """An independent reading of one answer: 'valid', 'malformed', or 'none'."""
     if body is not None:
         message = body["choices"][0]["message"]
-        calls = [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+        calls = [
+            (c["function"]["name"], c["function"]["arguments"])
+            for c in message.get("tool_calls") or []
+        ]
         content = message.get("content") or ""
     if not calls:
         return "malformed" if "<tool_call>" in content else "none"

@@ -61,7 +61,8 @@ def _entry(tokens: Sequence[str], kb: KnowledgeBase) -> int | None:
         for entry in kb.vllm_args.entrypoints:
             window = tokens[start : start + len(entry)]
             if len(window) == len(entry) and all(
-                token == part or token.endswith("/" + part) for token, part in zip(window, entry, strict=True)
+                token == part or token.endswith("/" + part)
+                for token, part in zip(window, entry, strict=True)
             ):
                 return start + len(entry)
     for index, token in enumerate(tokens):
@@ -103,7 +104,9 @@ def _environment(tokens: Sequence[str], end: int) -> dict[str, str]:
     return env
 
 
-def parse_launch_command(text_or_argv: str | Sequence[str], kb: KnowledgeBase | None = None) -> LaunchArgs:
+def parse_launch_command(
+    text_or_argv: str | Sequence[str], kb: KnowledgeBase | None = None
+) -> LaunchArgs:
     """The fields of a vLLM launch command; InputError when no vLLM entry point is found."""
     kb = kb or load_knowledge()
     tokens = split_command(text_or_argv) if isinstance(text_or_argv, str) else list(text_or_argv)
@@ -146,7 +149,9 @@ def parse_launch_command(text_or_argv: str | Sequence[str], kb: KnowledgeBase | 
         try:
             fields[argument.field] = _convert(argument, value)
         except ValueError:
-            raise InputError(f"launch command: {flag} {value!r} is not a valid {argument.type}") from None
+            raise InputError(
+                f"launch command: {flag} {value!r} is not a valid {argument.type}"
+            ) from None
     env = _environment(tokens, start)
     for variable, field in table.environment.items():
         if variable in env and field not in fields:

@@ -154,7 +154,9 @@ def corpus() -> list[str]:
 
 
 # The ladder's tools (vllm_triage.validate.toolcalls.TOOLS), read from the package's data file.
-AGENT_TOOLS_FILE = Path(__file__).resolve().parents[2] / "src" / "vllm_triage" / "validate" / "agent_tools.json"
+AGENT_TOOLS_FILE = (
+    Path(__file__).resolve().parents[2] / "src" / "vllm_triage" / "validate" / "agent_tools.json"
+)
 AGENT_TOOLS = json.loads(AGENT_TOOLS_FILE.read_text(encoding="utf-8"))
 TRAIN_STEPS = 200
 _CITIES = ["Lisbon", "Paris", "Berlin", "Tokyo", "Oslo", "Rome", "Madrid", "Lima", "Cairo", "Delhi"]
@@ -186,13 +188,25 @@ def agent_turns(count: int) -> list[tuple[list[dict[str, str]], bool, str]]:
             if rng.random() < 0.5:
                 arguments["unit"] = rng.choice(["celsius", "fahrenheit"])
             call = json.dumps({"name": "get_weather", "arguments": arguments})
-            turns.append(([{"role": "user", "content": question}], True, f"<tool_call>\n{call}\n</tool_call>"))
+            turns.append(
+                (
+                    [{"role": "user", "content": question}],
+                    True,
+                    f"<tool_call>\n{call}\n</tool_call>",
+                )
+            )
         elif kind < 0.7:
             topic = rng.choice(_TOPICS)
             arguments = {"query": topic, "top_k": rng.randint(1, 5)}
             call = json.dumps({"name": "search_docs", "arguments": arguments})
             question = f"Search the runbooks: how to {topic}?"
-            turns.append(([{"role": "user", "content": question}], True, f"<tool_call>\n{call}\n</tool_call>"))
+            turns.append(
+                (
+                    [{"role": "user", "content": question}],
+                    True,
+                    f"<tool_call>\n{call}\n</tool_call>",
+                )
+            )
         else:
             question, answer = rng.choice(_ANSWERS)
             turns.append(([{"role": "user", "content": question}], rng.random() < 0.3, answer))
@@ -209,7 +223,10 @@ def train(out: Path, pad_id: int) -> None:
     examples = []
     for messages, with_tools, answer in agent_turns(600):
         prompt = tokenizer.apply_chat_template(
-            messages, tools=AGENT_TOOLS if with_tools else None, tokenize=False, add_generation_prompt=True
+            messages,
+            tools=AGENT_TOOLS if with_tools else None,
+            tokenize=False,
+            add_generation_prompt=True,
         )
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         answer_ids = tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"]

@@ -164,7 +164,11 @@ def collect(
             status: ProbeState = run.status
             reason, output = run.reason, run.output
             if finished is None:
-                status, reason, output = "timed_out", f"no answer within {options.timeout:g} s", None
+                status, reason, output = (
+                    "timed_out",
+                    f"no answer within {options.timeout:g} s",
+                    None,
+                )
             files: list[str] = []
             if output is not None:
                 outputs[run.probe.name] = output

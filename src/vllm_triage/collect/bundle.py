@@ -72,7 +72,9 @@ class BundleWriter:
             )
         self.redactor.end_of_file()
         self.files.append(
-            BundleFile(path=str(relative), sha256=_sha256(target), size=target.stat().st_size, probe=probe)
+            BundleFile(
+                path=str(relative), sha256=_sha256(target), size=target.stat().st_size, probe=probe
+            )
         )
         return str(relative)
 
@@ -117,7 +119,9 @@ class Bundle:
 
 
 def _newest_bundle(case: Path) -> Path:
-    candidates = sorted(p for p in case.iterdir() if p.is_dir() and p.name.startswith(BUNDLE_PREFIX))
+    candidates = sorted(
+        p for p in case.iterdir() if p.is_dir() and p.name.startswith(BUNDLE_PREFIX)
+    )
     if not candidates:
         archives = sorted(case.glob(f"{BUNDLE_PREFIX}*.tar.gz"))
         if archives:
@@ -148,7 +152,9 @@ def _verify(folder: Path, manifest: Manifest) -> list[str]:
         if not path.is_file():
             problems.append(f"{entry.path}: listed in the manifest but missing")
         elif _sha256(path) != entry.sha256:
-            problems.append(f"{entry.path}: checksum differs from the manifest (changed after collect)")
+            problems.append(
+                f"{entry.path}: checksum differs from the manifest (changed after collect)"
+            )
     return problems
 
 

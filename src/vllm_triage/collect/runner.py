@@ -103,21 +103,42 @@ ALLOWED_COMMANDS: tuple[AllowedCommand, ...] = (
     AllowedCommand(
         "kubectl_events",
         (
-            "kubectl", "get", "events", "--namespace", "{namespace}",
-            "--field-selector", "involvedObject.name={pod}", "--output", "json",
+            "kubectl",
+            "get",
+            "events",
+            "--namespace",
+            "{namespace}",
+            "--field-selector",
+            "involvedObject.name={pod}",
+            "--output",
+            "json",
         ),
         "the pod's events",
     ),
     AllowedCommand(
         "kubectl_logs",
-        ("kubectl", "logs", "{pod}", "--namespace", "{namespace}", "--all-containers", "--timestamps"),
+        (
+            "kubectl",
+            "logs",
+            "{pod}",
+            "--namespace",
+            "{namespace}",
+            "--all-containers",
+            "--timestamps",
+        ),
         "current logs",
     ),
     AllowedCommand(
         "kubectl_logs_previous",
         (
-            "kubectl", "logs", "{pod}", "--namespace", "{namespace}", "--all-containers",
-            "--timestamps", "--previous",
+            "kubectl",
+            "logs",
+            "{pod}",
+            "--namespace",
+            "{namespace}",
+            "--all-containers",
+            "--timestamps",
+            "--previous",
         ),
         "the log of the previous (crashed) run",
     ),
@@ -171,7 +192,9 @@ class CommandResult:
         if self.timed_out:
             return f"`{' '.join(self.argv)}` did not finish within {self.duration_s:.1f} s"
         last = next((line for line in reversed(self.stderr.splitlines()) if line.strip()), "")
-        return f"`{' '.join(self.argv)}` exited {self.returncode}" + (f": {last[:300]}" if last else "")
+        return f"`{' '.join(self.argv)}` exited {self.returncode}" + (
+            f": {last[:300]}" if last else ""
+        )
 
 
 @dataclass
@@ -245,7 +268,9 @@ class CommandRunner:
             truncated=truncated,
         )
 
-    def _wait(self, process: subprocess.Popen[bytes], output: Path, deadline: float) -> tuple[bool, bool]:
+    def _wait(
+        self, process: subprocess.Popen[bytes], output: Path, deadline: float
+    ) -> tuple[bool, bool]:
         """Wait for the process; kill its group at the deadline or when the output passes the cap."""
         while True:
             try:

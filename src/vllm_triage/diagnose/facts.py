@@ -41,19 +41,27 @@ def _model_incomplete(facts: BundleFacts) -> list[Evidence]:
     files = facts.model_files
     if files is None or files.index_consistent is not False:
         return []
-    return [_ev(f"model {files.model}: {p}") for p in files.problems if "shard" in p or "index" in p]
+    return [
+        _ev(f"model {files.model}: {p}") for p in files.problems if "shard" in p or "index" in p
+    ]
 
 
 def _oom_killed(facts: BundleFacts) -> list[Evidence]:
     container = facts.container
     if container is None or not container.oom_killed:
         return []
-    return [_ev(f"container {container.name}: State.OOMKilled=true, exit code {container.exit_code}")]
+    return [
+        _ev(f"container {container.name}: State.OOMKilled=true, exit code {container.exit_code}")
+    ]
 
 
 def _shm_small(facts: BundleFacts) -> list[Evidence]:
     launch = facts.vllm.launch if facts.vllm else None
-    workers = max((launch.tensor_parallel_size or 1) * (launch.pipeline_parallel_size or 1), 1) if launch else 1
+    workers = (
+        max((launch.tensor_parallel_size or 1) * (launch.pipeline_parallel_size or 1), 1)
+        if launch
+        else 1
+    )
     if workers < 2:
         return []
     sizes = []
@@ -74,7 +82,9 @@ def _library_mismatch(facts: BundleFacts) -> list[Evidence]:
         return []
     user_space = gpu.nvml_version or gpu.driver_version or "unknown"
     return [
-        _ev(f"kernel module {gpu.kernel_module_version or 'unknown'} vs user-space driver {user_space}")
+        _ev(
+            f"kernel module {gpu.kernel_module_version or 'unknown'} vs user-space driver {user_space}"
+        )
     ]
 
 

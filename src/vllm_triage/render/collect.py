@@ -41,5 +41,7 @@ def allow_list_renderable() -> RenderableType:
     table.add_column("command")
     table.add_column("for")
     for command in ALLOWED_COMMANDS:
-        table.add_row(" ".join(command.argv).replace("{script}", "<version script>"), command.purpose)
+        table.add_row(
+            " ".join(command.argv).replace("{script}", "<version script>"), command.purpose
+        )
     return table

@@ -35,9 +35,7 @@ def _compact(value: object) -> object:
 
 
 def _figures(result: RungResult) -> str:
-    shown = {
-        k: _compact(v) for k, v in result.figures.items() if k in _HEADLINE and v is not None
-    }
+    shown = {k: _compact(v) for k, v in result.figures.items() if k in _HEADLINE and v is not None}
     if result.name == "concurrency" and isinstance(result.figures.get("levels"), dict):
         for level, figures in result.figures["levels"].items():
             shown[f"c{level}"] = (
@@ -62,7 +60,9 @@ def validate_renderable(result: ValidateResult) -> RenderableType:
             _figures(rung),
         )
     verdict = Text()
-    verdict.append("PASSED" if run.passed else "FAILED", style="bold green" if run.passed else "bold red")
+    verdict.append(
+        "PASSED" if run.passed else "FAILED", style="bold green" if run.passed else "bold red"
+    )
     cache = run.prefix_cache
     verdict.append(
         f"   prefix cache enabled={cache.enabled} queries={cache.queries} hits={cache.hits}"

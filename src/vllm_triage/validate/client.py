@@ -124,7 +124,9 @@ class Client:
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             answer.tool_calls.append(
-                StreamedToolCall(call.get("id"), function.get("name"), function.get("arguments") or "")
+                StreamedToolCall(
+                    call.get("id"), function.get("name"), function.get("arguments") or ""
+                )
             )
         record.finish_reason = choice.get("finish_reason")
         _usage(record, document.get("usage"))
@@ -247,7 +249,9 @@ def _short(value: Any) -> str:
 def _transport_error(exc: httpx.HTTPError, deadline: float, cut: bool = False) -> str:
     if isinstance(exc, httpx.TimeoutException):
         if time.monotonic() >= deadline - 0.1:
-            return "no answer before the rung's deadline" + (" (after the first token)" if cut else "")
+            return "no answer before the rung's deadline" + (
+                " (after the first token)" if cut else ""
+            )
         return f"timed out ({exc.__class__.__name__})"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect: {exc}"

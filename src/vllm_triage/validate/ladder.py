@@ -60,7 +60,11 @@ class ValidateResult:
     def unreachable(self) -> bool:
         """The server could not be reached at all (exit 2, not 1)."""
         health_rung = next((r for r in self.run.rungs if r.name == "health"), None)
-        return bool(health_rung and health_rung.status == "failed" and "cannot reach" in (health_rung.reason or ""))
+        return bool(
+            health_rung
+            and health_rung.status == "failed"
+            and "cannot reach" in (health_rung.reason or "")
+        )
 
 
 def _check_options(options: ValidateOptions, kb: KnowledgeBase) -> None:
@@ -105,12 +109,16 @@ def validate(
         folder.mkdir(parents=True)
     except OSError as exc:
         raise InputError(f"{folder}: cannot create ({exc.strerror})") from None
-    client = client or Client(options.url, api_key, max_connections=max(8, 2 * options.max_concurrency))
+    client = client or Client(
+        options.url, api_key, max_connections=max(8, 2 * options.max_concurrency)
+    )
     rungs: list[RungResult] = []
     interrupted = False
     with (folder / "requests.jsonl").open("w", encoding="utf-8") as stream:
         ctx = LadderContext(options, client, kb, Recorder(stream), launch=launch)
-        ctx.recipe = resolve_recipe(kb, options.recipe) or recipe_for_model(kb, launch.model if launch else None)
+        ctx.recipe = resolve_recipe(kb, options.recipe) or recipe_for_model(
+            kb, launch.model if launch else None
+        )
         stop_reason = None
         try:
             for name in RUNG_ORDER:

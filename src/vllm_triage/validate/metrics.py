@@ -21,7 +21,9 @@ class MetricsSnapshot:
 
     samples: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
 
-    def _first(self, kb: KnowledgeBase, logical: str) -> tuple[str, list[tuple[dict[str, str], float]]] | None:
+    def _first(
+        self, kb: KnowledgeBase, logical: str
+    ) -> tuple[str, list[tuple[dict[str, str], float]]] | None:
         for name in kb.vllm_metrics.metrics.get(logical, []):
             if name in self.samples:
                 return name, self.samples[name]

@@ -29,9 +29,17 @@ def loose_tools() -> list[dict[str, Any]]:
     ]
 
 
-_VALIDATORS = {t["function"]["name"]: Draft202012Validator(t["function"]["parameters"]) for t in TOOLS}
+_VALIDATORS = {
+    t["function"]["name"]: Draft202012Validator(t["function"]["parameters"]) for t in TOOLS
+}
 # Raw markers of tool-call formats that a parser should have turned into tool_calls.
-LEAK_MARKERS = ("<tool_call>", "<|tool_call", "<|tool_calls_section_begin|>", "[TOOL_CALLS]", "<function=")
+LEAK_MARKERS = (
+    "<tool_call>",
+    "<|tool_call",
+    "<|tool_calls_section_begin|>",
+    "[TOOL_CALLS]",
+    "<function=",
+)
 
 
 def check_answer(answer: Answer, required: bool, name: str | None = None) -> list[str]:
@@ -52,7 +60,9 @@ def check_answer(answer: Answer, required: bool, name: str | None = None) -> lis
         try:
             arguments = json.loads(call.arguments or "")
         except json.JSONDecodeError as exc:
-            errors.append(f"{call.name}: arguments are not JSON ({exc.msg} at {exc.pos}): {call.arguments[:60]!r}")
+            errors.append(
+                f"{call.name}: arguments are not JSON ({exc.msg} at {exc.pos}): {call.arguments[:60]!r}"
+            )
             continue
         for problem in _VALIDATORS[call.name].iter_errors(arguments):
             where = "/".join(str(p) for p in problem.absolute_path) or "arguments"

@@ -152,7 +152,9 @@ class ProbeFailed(Exception):
     @staticmethod
     def of(result: CommandResult) -> ProbeFailed:
         """The failure of a command: timed out, or failed."""
-        return ProbeTimedOut(result.failure()) if result.timed_out else ProbeFailed(result.failure())
+        return (
+            ProbeTimedOut(result.failure()) if result.timed_out else ProbeFailed(result.failure())
+        )
 
 
 class ProbeTimedOut(ProbeFailed):

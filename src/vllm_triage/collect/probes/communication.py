@@ -72,7 +72,10 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         env.update(launch.env)
     facts.settings = {k: v for k, v in sorted(env.items()) if k.startswith(_SETTING_PREFIXES)}
     if env.get("NCCL_VERSION"):
-        facts.nccl_version, facts.nccl_version_source = env["NCCL_VERSION"], "image env NCCL_VERSION"
+        facts.nccl_version, facts.nccl_version_source = (
+            env["NCCL_VERSION"],
+            "image env NCCL_VERSION",
+        )
     else:
         for log in ctx.options.logs:
             if (head := ctx.log_head(log)) is not None and (version := nccl_from_log(head)):
@@ -82,12 +85,16 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         result = ctx.run(name)
         if result.missing:
             continue
-        out.files.append(CapturedFile(f"communication/{name}.txt", text=result.text() + result.stderr))
+        out.files.append(
+            CapturedFile(f"communication/{name}.txt", text=result.text() + result.stderr)
+        )
         if parse and result.ok:
             facts.rdma_ports = parse(result.text())
     addresses = ctx.run("ip_address")
     if addresses.ok:
-        out.files.append(CapturedFile("communication/ip-address.json", source=addresses.output_path))
+        out.files.append(
+            CapturedFile("communication/ip-address.json", source=addresses.output_path)
+        )
         facts.interfaces = _interfaces(addresses.text())
     out.facts = facts
     return out

@@ -149,9 +149,10 @@ def _runtime_configuration(ctx: ProbeContext) -> list[CapturedFile]:
         except OSError:
             continue
         for spec in specs:
-            if spec.suffix in (".yaml", ".yml", ".json") and (
-                text := ctx.read_host_text(f"{folder}/{spec.name}")
-            ) is not None:
+            if (
+                spec.suffix in (".yaml", ".yml", ".json")
+                and (text := ctx.read_host_text(f"{folder}/{spec.name}")) is not None
+            ):
                 files.append(CapturedFile(f"container/cdi{folder}/{spec.name}", text=text))
     return files
 

@@ -52,7 +52,9 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     if not result.ok:
         raise ProbeFailed.of(result)
     text = result.text()
-    return ProbeOutput(files=[CapturedFile("image/probe.json", text=text)], facts=parse_image_probe(text))
+    return ProbeOutput(
+        files=[CapturedFile("image/probe.json", text=text)], facts=parse_image_probe(text)
+    )
 
 
 PROBE = Probe("image", collect, "torch/vLLM versions from inside the image (--probe-image only)")

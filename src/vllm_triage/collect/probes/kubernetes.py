@@ -69,14 +69,23 @@ def _container(status: dict[str, Any], limits: dict[str, str | None]) -> PodCont
     )
 
 
-def parse_pod(pod: dict[str, Any], events: dict[str, Any] | None, node: dict[str, Any] | None) -> KubernetesFacts:
+def parse_pod(
+    pod: dict[str, Any], events: dict[str, Any] | None, node: dict[str, Any] | None
+) -> KubernetesFacts:
     """The facts of a pod, its EventList and its Node."""
-    metadata, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    metadata, spec, status = (
+        pod.get("metadata") or {},
+        pod.get("spec") or {},
+        pod.get("status") or {},
+    )
     limits = {
         c.get("name", ""): ((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
         for c in spec.get("containers") or []
     }
-    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    statuses = [
+        *(status.get("initContainerStatuses") or []),
+        *(status.get("containerStatuses") or []),
+    ]
     labels = gpu_labels(node) if node else {}
     count = labels.get("nvidia.com/gpu.count")
     return KubernetesFacts(
@@ -130,7 +139,12 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     if node_name:
         try:
             _, node = ctx.json_command("kubectl_node", node=node_name)
-            labels = {"metadata": {"name": node_name, "labels": (node.get("metadata") or {}).get("labels")}}
+            labels = {
+                "metadata": {
+                    "name": node_name,
+                    "labels": (node.get("metadata") or {}).get("labels"),
+                }
+            }
             out.files.append(CapturedFile("kubernetes/node-labels.json", document=labels))
         except (NotAvailable, ProbeFailed) as exc:
             out.notes.append(f"node {node_name}: {exc}")

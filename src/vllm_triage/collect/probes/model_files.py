@@ -132,7 +132,9 @@ def _check_index(facts: ModelFilesFacts, index: Path, entries: dict[str, os.stat
     empty = sorted(s for s in shards if s in entries and entries[s].st_size == 0)
     facts.index_consistent = not facts.missing_shards and not empty
     if facts.missing_shards:
-        facts.problems.append(f"{len(facts.missing_shards)} shard(s) listed in the index are missing")
+        facts.problems.append(
+            f"{len(facts.missing_shards)} shard(s) listed in the index are missing"
+        )
     if empty:
         facts.problems.append(f"{len(empty)} shard(s) are empty files: {', '.join(empty[:5])}")
 
@@ -159,11 +161,16 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         mount_read_write=mount.read_write if mount else None,
     )
     if container and mount is None:
-        facts.problems.append(f"{model} is not under any mount of the container (inside the image?)")
+        facts.problems.append(
+            f"{model} is not under any mount of the container (inside the image?)"
+        )
         return ProbeOutput(facts=facts)
     ids = _ids(container.user) if container else None
     check_model_folder(facts, ctx.host_file(host_path), ids)
-    return ProbeOutput(files=[CapturedFile("model/files.json", document=facts.model_dump(mode="json"))], facts=facts)
+    return ProbeOutput(
+        files=[CapturedFile("model/files.json", document=facts.model_dump(mode="json"))],
+        facts=facts,
+    )
 
 
 PROBE = Probe("model_files", collect, "model path, mount, readability, config.json, shard index")

@@ -33,7 +33,9 @@ def _launch_tokens(ctx: ProbeContext) -> tuple[list[str] | str, str] | None:
         return [*env, *container.command], "container inspect"
     pod = pod_document(ctx) if ctx.options.pod else None
     for container in ((pod or {}).get("spec") or {}).get("containers") or []:
-        env = [f"{e['name']}={e.get('value', '')}" for e in container.get("env") or [] if "name" in e]
+        env = [
+            f"{e['name']}={e.get('value', '')}" for e in container.get("env") or [] if "name" in e
+        ]
         command = [*(container.get("command") or []), *(container.get("args") or [])]
         if command:
             return [*env, *(str(c) for c in command)], f"pod container {container.get('name')}"
@@ -61,7 +63,9 @@ def version_from_log(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _origin(version: str | None, image: str | None, host_version: str | None) -> tuple[str, str | None]:
+def _origin(
+    version: str | None, image: str | None, host_version: str | None
+) -> tuple[str, str | None]:
     commit = _SOURCE_COMMIT.search(version or "")
     if commit:
         return "source", commit.group(1)

@@ -89,7 +89,9 @@ def run_level(ctx: LadderContext, level: int, deadline: float) -> tuple[list[Req
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=level) as pool:
         futures = [
-            pool.submit(ctx.client.stream_chat, _body(ctx, i), "concurrency", f"level_{level}", deadline)
+            pool.submit(
+                ctx.client.stream_chat, _body(ctx, i), "concurrency", f"level_{level}", deadline
+            )
             for i in range(count)
         ]
         records = [ctx.recorder.add(f.result()[0]) for f in futures]
@@ -111,6 +113,8 @@ def run(ctx: LadderContext) -> RungResult:
                 f"failed ({figures['error_rate']:.0%} > {threshold:.0%}): {figures['error_samples'][0]}"
                 + (f"; last good level {last_good}" if last_good else "")
             )
-            return ctx.result("concurrency", "failed", reason, levels=by_level, last_good_level=last_good)
+            return ctx.result(
+                "concurrency", "failed", reason, levels=by_level, last_good_level=last_good
+            )
         last_good = level
     return ctx.result("concurrency", "passed", None, levels=by_level, last_good_level=last_good)

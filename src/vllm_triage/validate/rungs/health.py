@@ -19,7 +19,9 @@ def run(ctx: LadderContext) -> RungResult:
         health = ctx.client.get("/health", deadline)
     except httpx.HTTPError as exc:
         ctx.unreachable = True
-        return ctx.result("health", "failed", f"cannot reach {url}/health: {exc.__class__.__name__}: {exc}")
+        return ctx.result(
+            "health", "failed", f"cannot reach {url}/health: {exc.__class__.__name__}: {exc}"
+        )
     if health.status_code != 200:
         return ctx.result("health", "failed", f"/health answered HTTP {health.status_code}")
     try:

@@ -10,21 +10,32 @@ import zlib
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RungResult
 
-_NOT_MULTIMODAL = ("not a multimodal model", "does not support image", "image input is not supported")
+_NOT_MULTIMODAL = (
+    "not a multimodal model",
+    "does not support image",
+    "image input is not supported",
+)
 
 
 def png(width: int = 16, height: int = 16) -> bytes:
     """A small RGB PNG (a red-green gradient), built without an imaging library."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     rows = b"".join(
         b"\x00" + b"".join(bytes((x * 255 // width, y * 255 // height, 96)) for x in range(width))
         for y in range(height)
     )
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def run(ctx: LadderContext) -> RungResult:
@@ -49,7 +60,9 @@ def run(ctx: LadderContext) -> RungResult:
     figures = {"e2e_s": record.e2e_s, "status_code": record.status_code}
     message = (answer.error_body or "").lower()
     if record.status_code == 400 and any(marker in message for marker in _NOT_MULTIMODAL):
-        return ctx.result("image", "not_supported", f"text-only model: {answer.error_body}", **figures)
+        return ctx.result(
+            "image", "not_supported", f"text-only model: {answer.error_body}", **figures
+        )
     if record.error:
         return ctx.result("image", "failed", record.error, **figures)
     if not (answer.content + answer.reasoning).strip():

@@ -79,7 +79,9 @@ def run(ctx: LadderContext) -> RungResult:
             elif figures["avg_bus_bandwidth_gbps"] is None:
                 problems.append("the NCCL test printed no '# Avg bus bandwidth' line")
             if figures.get("out_of_bounds_values"):
-                problems.append(f"the NCCL test found {figures['out_of_bounds_values']} wrong values")
+                problems.append(
+                    f"the NCCL test found {figures['out_of_bounds_values']} wrong values"
+                )
     figures["checked"] = checked
     if not checked:
         return ctx.result(

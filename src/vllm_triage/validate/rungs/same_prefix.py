@@ -35,7 +35,12 @@ def _shared(units: int) -> list[dict[str, Any]]:
 
 
 def _tokens(ctx: LadderContext, messages: list[dict[str, Any]], deadline: float) -> int | None:
-    body = {"model": ctx.model, "messages": messages, "tools": TOOLS, "add_generation_prompt": False}
+    body = {
+        "model": ctx.model,
+        "messages": messages,
+        "tools": TOOLS,
+        "add_generation_prompt": False,
+    }
     try:
         response = ctx.client.post("/tokenize", body, deadline)
         return int(response.json()["count"]) if response.status_code == 200 else None
@@ -52,7 +57,9 @@ def _enabled(ctx: LadderContext) -> tuple[bool | None, str]:
     return None, "unknown"
 
 
-def _delta(ctx: LadderContext, before: MetricsSnapshot | None, after: MetricsSnapshot | None, logical: str) -> int | None:
+def _delta(
+    ctx: LadderContext, before: MetricsSnapshot | None, after: MetricsSnapshot | None, logical: str
+) -> int | None:
     if before is None or after is None:
         return None
     first, last = before.value(ctx.kb, logical), after.value(ctx.kb, logical)
@@ -66,7 +73,9 @@ def _no_hit_reasons(ctx: LadderContext, shared_tokens: int | None, block: int) -
             f"the shared prefix ({shared_tokens} tokens) is shorter than one cache block ({block})"
         )
     recipe = ctx.recipe
-    if recipe is not None and "--prefix-match-unit" in " ".join(f.why for f in recipe.required_flags):
+    if recipe is not None and "--prefix-match-unit" in " ".join(
+        f.why for f in recipe.required_flags
+    ):
         launch_other = ctx.launch.other if ctx.launch else {}
         if "--prefix-match-unit" not in launch_other:
             reasons.append(
@@ -99,7 +108,10 @@ def run(ctx: LadderContext) -> RungResult:
     for index in range(ctx.options.same_prefix_requests):
         body = {
             "model": ctx.model,
-            "messages": [*shared, {"role": "user", "content": f"Question {index}: which runbook step comes first?"}],
+            "messages": [
+                *shared,
+                {"role": "user", "content": f"Question {index}: which runbook step comes first?"},
+            ],
             "tools": TOOLS,
             "tool_choice": "none",
             "max_tokens": 8,
@@ -128,7 +140,12 @@ def run(ctx: LadderContext) -> RungResult:
         "enabled_from": source,
     }
     if failed := [r for r in records if r.error]:
-        return ctx.result("same_prefix", "failed", f"{len(failed)} request(s) failed: {failed[0].error}", **figures)
+        return ctx.result(
+            "same_prefix",
+            "failed",
+            f"{len(failed)} request(s) failed: {failed[0].error}",
+            **figures,
+        )
     if enabled is False:
         result = ctx.result(
             "same_prefix", "failed", f"prefix caching is disabled (from {source})", **figures
@@ -144,6 +161,13 @@ def run(ctx: LadderContext) -> RungResult:
             **figures,
         )  # fmt: skip
     if evidence_hits > 0:
-        return ctx.result("same_prefix", "passed", f"caching works: {evidence_hits} prompt tokens hit the cache", **figures)
+        return ctx.result(
+            "same_prefix",
+            "passed",
+            f"caching works: {evidence_hits} prompt tokens hit the cache",
+            **figures,
+        )
     reasons = _no_hit_reasons(ctx, shared_tokens, block)
-    return ctx.result("same_prefix", "failed", "enabled but no hits: " + "; ".join(reasons), **figures)
+    return ctx.result(
+        "same_prefix", "failed", "enabled but no hits: " + "; ".join(reasons), **figures
+    )

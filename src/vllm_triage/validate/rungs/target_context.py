@@ -43,7 +43,9 @@ def run(ctx: LadderContext) -> RungResult:
     if target is None:
         if not ctx.max_model_len:
             return ctx.result(
-                "target_context", "skipped", "no --target-context and /v1/models gives no max_model_len"
+                "target_context",
+                "skipped",
+                "no --target-context and /v1/models gives no max_model_len",
             )
         target = ctx.max_model_len - output - _SAFETY_TOKENS
     base = _count(ctx, 0, deadline)
@@ -76,8 +78,12 @@ def run(ctx: LadderContext) -> RungResult:
         "e2e_s": record.e2e_s,
     }
     if record.error:
-        return ctx.result("target_context", "failed", f"a {target}-token prompt: {record.error}", **figures)
+        return ctx.result(
+            "target_context", "failed", f"a {target}-token prompt: {record.error}", **figures
+        )
     if not (answer.content + answer.reasoning).strip():
-        return ctx.result("target_context", "failed", "the long prompt got an empty answer", **figures)
+        return ctx.result(
+            "target_context", "failed", "the long prompt got an empty answer", **figures
+        )
     reason = "the length is an estimate: the server has no /tokenize" if estimated else None
     return ctx.result("target_context", "passed", reason, **figures)

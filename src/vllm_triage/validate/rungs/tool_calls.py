@@ -31,7 +31,11 @@ def tally(
 ) -> list[str]:
     """Count one tool-call request: valid (every call well formed), or a format error (shown)."""
     summary.requests += 1
-    errors = [f"request failed: {record.error}"] if record.error else check_answer(answer, required, name)
+    errors = (
+        [f"request failed: {record.error}"]
+        if record.error
+        else check_answer(answer, required, name)
+    )
     if errors:
         summary.format_errors += 1
         summary.errors.extend(f"{kind}: {e}" for e in errors)
@@ -73,7 +77,9 @@ def run(ctx: LadderContext) -> RungResult:
                 result.findings.append(f"start the server with {_flags(ctx)}")
                 return result
             errors = tally(summary, kind, record, answer, required=label != "auto", name=name)
-            per_request.append({"kind": kind, "tool_calls": len(answer.tool_calls), "errors": errors})
+            per_request.append(
+                {"kind": kind, "tool_calls": len(answer.tool_calls), "errors": errors}
+            )
     figures = {
         "requests": summary.requests,
         "valid": summary.valid,
