@@ -4,6 +4,9 @@
    of running the same commands one after another with subprocess, nothing else. Target: < 2 s.
 2. One probe hanging forever (nvidia-smi never answers): the collect against its --timeout.
    Target: the bundle is written within the timeout plus a small margin (ratio close to 1.0).
+3. The container's log never ends (`docker logs` prints as fast as it can): the collect against
+   its --timeout. Target: within the timeout plus collect's fixed margin (MARGIN_SECONDS), the
+   log's head and tail kept and its middle noted as left out.
 
 Run: .venv/bin/python bench/bench_collect.py [--timeout 10] [--repeat 5]
 The fake host is the one the tests use (tests/fakehost.py), with the Kimi K3 on r575 replay.
@@ -25,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fakehost import FakeHost, replay_kimi_k3_node  # noqa: E402
 
 from vllm_triage.collect import CollectOptions, collect  # noqa: E402
+from vllm_triage.collect.api import MARGIN_SECONDS  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "data" / "collect" / "samples"
 
@@ -76,6 +80,15 @@ def main() -> None:
         print(f"nvidia-smi hangs collect {hanging:.2f} s   reference --timeout {args.timeout:.2f} s   "
               f"ratio {hanging / args.timeout:.2f}   "
               f"target <= timeout + 1 s: {'met' if hanging <= args.timeout + 1 else 'MISSED'}")  # fmt: skip
+        host.reply(
+            "nvidia-smi -q -x", stdout_file=SAMPLES / "nvidia-smi-xml" / "b200-x8-580.105.08.xml"
+        )
+        host.reply("docker logs --timestamps vllm-k3", behaviour="flood_forever")
+        flooding = _collect_seconds(host, base / "case-flood", args.timeout)
+        bound = args.timeout + MARGIN_SECONDS
+        print(f"docker logs floods collect {flooding:.2f} s   reference --timeout {args.timeout:.2f} s   "
+              f"ratio {flooding / args.timeout:.2f}   "
+              f"target <= timeout + {MARGIN_SECONDS:g} s: {'met' if flooding <= bound else 'MISSED'}")  # fmt: skip
 
 
 if __name__ == "__main__":

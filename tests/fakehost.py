@@ -1,8 +1,9 @@
 """A fake host for collect's tests: a PATH of recording fake commands that replay stored outputs
-(or hang, crash, print garbage), and a host root with replayed files.
+(or hang, crash, print garbage, flood, leave children behind), and a host root with replayed files.
 
 Every fake appends its argv to calls.jsonl before doing anything, so a test can prove which
-commands ran. A program with no reply for the exact argv exits 64 saying so.
+commands ran. A program with no reply for the exact argv exits 64 saying so. Fakes that start
+children write every pid they start to `pids.txt`, so a test can prove they are all gone.
 """
 
 from __future__ import annotations
@@ -45,11 +46,48 @@ spec = json.load(open({spec!r})).get(" ".join(argv))
 if spec is None:
     sys.stderr.write(name + ": fake has no reply for: " + " ".join(argv) + "\\n")
     sys.exit(64)
+
+def started(pid):
+    start = open("/proc/%d/stat" % pid, "rb").read().rsplit(b")", 1)[1].split()[19].decode()
+    with open({pids!r}, "a") as pids:
+        pids.write("%d %s\\n" % (pid, start))
+
+def forever():
+    while True:
+        time.sleep(3600)
+
+started(os.getpid())
 if spec.get("delay"):
     time.sleep(spec["delay"])
 if spec["behaviour"] == "hang":
-    while True:
-        time.sleep(3600)
+    forever()
+if spec["behaviour"] == "orphan":
+    # A child that keeps our stdout open after we exit (reparented to init).
+    if os.fork() == 0:
+        started(os.getpid())
+        forever()
+    sys.stdout.write("parent done\\n")
+    sys.exit(0)
+if spec["behaviour"] == "setsid":
+    # A child in a session of its own (a daemon: its group is not ours); then we hang.
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            started(os.getpid())
+            forever()
+        os._exit(0)
+    forever()
+if spec["behaviour"] in ("flood", "flood_forever"):
+    line = b"2026-11-28T09:14:02.000000000Z (APIServer pid=1) INFO 11-28 09:14:02 [loggers.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s\\n"
+    out = sys.stdout.buffer
+    out.write(b"FIRST LINE of the flood\\n")
+    block = line * 4096
+    written, size = 0, spec.get("bytes", 0)
+    while spec["behaviour"] == "flood_forever" or written < size:
+        out.write(block)
+        written += len(block)
+    out.write(b"LAST LINE of the flood\\n")
+    sys.exit(0)
 if spec["behaviour"] == "crash":
     sys.stdout.write("partial output before the crash\\n")
     sys.stdout.flush()
@@ -77,9 +115,11 @@ class FakeHost:
         self.root = self.base / "root"
         self.record = self.base / "calls.jsonl"
         self.spec = self.base / "replies.json"
+        self.pids = self.base / "pids.txt"
         for folder in (self.bin, self.root):
             folder.mkdir(parents=True, exist_ok=True)
         self.record.touch()
+        self.pids.touch()
         self._save()
 
     def reply(
@@ -91,8 +131,10 @@ class FakeHost:
         exit: int = 0,
         behaviour: str = "normal",
         delay: float = 0.0,
+        size: int = 0,
     ) -> FakeHost:
-        """What the fake prints for this exact command line (program and arguments)."""
+        """What the fake prints for this exact command line (program and arguments). Behaviours:
+        normal, hang, crash, garbage, orphan, setsid, flood (`size` bytes), flood_forever."""
         self.replies[command] = {
             "stdout": stdout,
             "stdout_file": str(stdout_file) if stdout_file else None,
@@ -100,6 +142,7 @@ class FakeHost:
             "exit": exit,
             "behaviour": behaviour,
             "delay": delay,
+            "bytes": size,
         }
         self._save()
         return self
@@ -114,7 +157,9 @@ class FakeHost:
 
     def install(self, programs: tuple[str, ...] = PROGRAMS + DECOYS) -> FakeHost:
         """Put recording fakes for these programs on the fake PATH (others are 'not installed')."""
-        script = _FAKE.format(python=sys.executable, record=str(self.record), spec=str(self.spec))
+        script = _FAKE.format(
+            python=sys.executable, record=str(self.record), spec=str(self.spec), pids=str(self.pids)
+        )
         for program in programs:
             fake = self.bin / program
             fake.write_text(script)
@@ -126,6 +171,19 @@ class FakeHost:
 
     def calls(self) -> list[list[str]]:
         return [json.loads(line) for line in self.record.read_text().splitlines() if line]
+
+    def alive(self) -> list[int]:
+        """The processes the fakes started that still run (zombies count as dead)."""
+        living = []
+        for line in self.pids.read_text().splitlines():
+            pid, start = line.split()
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] not in (b"Z", b"X") and fields[19].decode() == start:
+                living.append(int(pid))
+        return living
 
     def _save(self) -> None:
         self.spec.write_text(json.dumps(self.replies))

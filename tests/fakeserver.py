@@ -9,6 +9,7 @@ Run in-process (FakeServer as a context manager) or as a separate process:
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 
 FAULTS = (
     "none", "chat_500", "stream_cut", "no_first_token", "malformed_sse", "no_metrics",
-    "no_tokenize", "tool_text_leak", "no_tool_parser",
+    "no_tokenize", "tool_text_leak", "no_tool_parser", "echo_auth",
 )  # fmt: skip
 TOKENS = ["Hel", "lo", ",", " wor", "ld", "!", " The", " end", "."]
 
@@ -85,9 +86,16 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": f"not found: {self.path}"}})
 
+    def handle_one_request(self) -> None:
+        self._request_body: dict[str, Any] | None = None  # a kept-alive connection's next request
+        super().handle_one_request()
+
     def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"{}")
+        """The request's JSON body, read once (a subclass may look at it before do_POST)."""
+        if self._request_body is None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self._request_body = json.loads(self.rfile.read(length) or b"{}")
+        return self._request_body
 
     def do_POST(self) -> None:
         state = self.state
@@ -110,6 +118,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if state.fault == "chat_500":
             self._json(500, {"error": {"message": "Internal Server Error: EngineCore died"}})
+            return
+        if state.fault == "echo_auth":  # a careless proxy: the credentials back in the error
+            header = self.headers.get("Authorization") or ""
+            decoded = base64.b64decode(header.removeprefix("Basic ") + "==").decode(
+                errors="replace"
+            )
+            self._json(401, {"error": {"message": f"refused {header} ({decoded})"}})
             return
         messages = body.get("messages") or []
         if any(isinstance(m.get("content"), list) for m in messages):

@@ -6,7 +6,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -15,8 +18,9 @@ import pytest
 from fakehost import DECOYS, FakeHost, replay_kimi_k3_node
 
 from vllm_triage.collect import CollectOptions, collect
+from vllm_triage.collect.api import MARGIN_SECONDS
 from vllm_triage.collect.bundle import open_bundle
-from vllm_triage.collect.runner import ALLOWED_COMMANDS, IMAGE_PROBE_SCRIPT
+from vllm_triage.collect.runner import ALLOWED_COMMANDS, DEFAULT_OUTPUT_CAP, IMAGE_PROBE_SCRIPT
 from vllm_triage.diagnose import diagnose
 from vllm_triage.errors import InputError
 
@@ -347,7 +351,7 @@ def test_permission_error_on_the_model_mount(tmp_path: Path) -> None:
 
 def test_bad_input_is_refused_before_anything_runs(tmp_path: Path) -> None:
     host = FakeHost(tmp_path / "host").install()
-    with pytest.raises(InputError, match="no such log file"):
+    with pytest.raises(InputError, match=r"--log .*missing.log: no such file"):
         collect(CollectOptions(logs=(tmp_path / "missing.log",)), tmp_path / "t", host.runner())
     with pytest.raises(InputError, match="--timeout"):
         collect(CollectOptions(timeout=0), tmp_path / "t", host.runner())
@@ -436,4 +440,149 @@ def test_crashlooping_pod_on_an_r535_node(tmp_path: Path) -> None:
 def test_raw_outputs_do_not_outlive_the_collect(k3_host: FakeHost, tmp_path: Path) -> None:
     runner = k3_host.runner()
     collect(_k3_options(k3_host, tmp_path), tmp_path / "t", runner)
-    assert not runner.scratch.exists(), "unredacted command outputs must be removed"
+    assert runner.scratch is not None and not runner.scratch.exists(), "raw outputs are removed"
+
+
+# -- probes fail alone; deadlines hold whatever the commands print --------------------------
+
+
+@pytest.mark.parametrize(
+    "inspect",
+    [
+        {"behaviour": "garbage"},
+        {"stdout": '[{"Config": "not a mapping", "State": 5, "Mounts": {"x": 1}}]'},
+        {"stdout": "[" * 100_000},
+    ],
+    ids=["garbage", "wrong-shapes", "deep"],
+)
+def test_a_bad_inspect_fails_the_container_probe_alone(
+    k3_host: FakeHost, tmp_path: Path, inspect: dict[str, str]
+) -> None:
+    k3_host.reply("docker inspect --type container vllm-k3", **inspect)  # type: ignore[arg-type]
+    launch = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 8 --max-model-len 65536\n"
+    options = _k3_options(k3_host, tmp_path, launch_cmd=launch)
+    result = collect(options, tmp_path / "t", k3_host.runner())
+    states = {p.name: p for p in result.manifest.probes}
+    failed = {name for name, p in states.items() if p.status == "failed"}
+    assert failed <= {"container"}, {n: states[n].reason for n in failed}
+    assert states["vllm"].status == "ok" and states["communication"].status == "ok"
+    assert (result.folder / "vllm" / "launch-command.txt").read_text() == launch
+    with open_bundle(result.folder) as bundle:
+        launched = bundle.facts.vllm.launch if bundle.facts.vllm else None
+        assert launched is not None and launched.tensor_parallel_size == 8
+        assert launched.max_model_len == 65536
+    if states["container"].status == "failed":
+        assert "did not print JSON" in (states["container"].reason or "")
+        notes = " ".join(n for p in result.manifest.probes for n in p.notes)
+        assert "container inspect:" in notes, "the probes that use it say what is missing"
+
+
+@pytest.mark.parametrize("behaviour", ["flood", "flood_forever"])
+def test_the_whole_run_ends_near_the_timeout_whatever_the_log_prints(
+    k3_host: FakeHost, tmp_path: Path, behaviour: str
+) -> None:
+    """The CLI, as a user runs it, against a `docker logs` that prints 300 MB quickly or never
+    ends: the whole run (probes, redaction, archive) ends within --timeout plus the margin."""
+    k3_host.reply("docker logs --timestamps vllm-k3", behaviour=behaviour, size=300 << 20)
+    timeout, case = 2.0, tmp_path / "t"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_triage", "collect", "--container", "vllm-k3",
+         "--host-root", str(k3_host.root), "--case", str(case), "--timeout", str(timeout),
+         "--format", "json"],
+        env=dict(os.environ, PATH=str(k3_host.bin)), capture_output=True, check=False,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < timeout + MARGIN_SECONDS, elapsed
+    assert not k3_host.alive()
+    manifest = json.loads(done.stdout)
+    entry = next(f for f in manifest["files"] if f["path"] == "logs/container.log")
+    assert entry["truncated"] and "left out" in entry["note"]
+    assert entry["size"] <= DEFAULT_OUTPUT_CAP + 4096
+    container = next(p for p in manifest["probes"] if p["name"] == "container")
+    assert any("left out" in note for note in container["notes"])
+    (archive,) = case.glob("*.tar.gz")
+    folder = case / archive.name.removesuffix(".tar.gz")
+    with (folder / "logs" / "container.log").open() as log:  # 32 MiB: read line by line
+        lines = iter(log)
+        assert next(lines) == "FIRST LINE of the flood\n"
+        assert any("bytes left out here" in line for line in lines)
+        *_, last = lines
+    if behaviour == "flood":  # it ended: its last line is kept, the middle is not
+        assert last == "LAST LINE of the flood\n"
+    else:
+        assert any("did not finish within" in note for note in container["notes"])
+    with open_bundle(archive) as bundle:
+        assert not bundle.problems
+
+
+def test_redaction_stops_at_the_deadline_with_a_note_never_in_clear(
+    k3_host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No time left for the streamed files once the probes are done (however early that is).
+    monkeypatch.setattr("vllm_triage.collect.api.WRITE_SECONDS", -1000.0)
+    big = tmp_path / "big.log"
+    big.write_text(f"Authorization: Bearer {BEARER}\n" * 200_000)
+    result = collect(_k3_options(k3_host, tmp_path, logs=(big,)), tmp_path / "t",
+                     k3_host.runner())  # fmt: skip
+    entry = next(f for f in result.manifest.files if f.path == "logs/given-1-big.log")
+    assert entry.truncated and "deadline" in (entry.note or "")
+    written = (result.folder / entry.path).read_text()
+    assert "the collect deadline came here" in written and BEARER not in written
+    assert BEARER.encode() not in _every_byte(tmp_path / "t")
+
+
+def test_a_log_of_one_huge_line_is_redacted_in_bounded_memory(tmp_path: Path) -> None:
+    """A single 300 MB line: the bundle keeps its head and tail, redacted at both ends, and the
+    collect process stays far below the line's size in memory."""
+    host = FakeHost(tmp_path / "host").install(())
+    log = tmp_path / "one-line.log"
+    with log.open("wb") as out:  # written in pieces: the test process stays small too
+        out.write(f"start HF_TOKEN={HF_TOKEN} ".encode())
+        for _ in range(300):
+            out.write(b"word " * (1 << 18))
+        out.write(f" end password={LOG_PASSWORD}".encode())
+    # The peak is read in the child (VmHWM: since its exec, unlike ru_maxrss which a child
+    # forked from this test process inherits).
+    code = (
+        "import re, sys; from pathlib import Path; from vllm_triage.collect import "
+        "CollectOptions, collect; collect(CollectOptions(logs=(Path(sys.argv[1]),), "
+        "host_root=Path(sys.argv[2]), timeout=5), Path(sys.argv[3])); "
+        "print(re.search(r'VmHWM:\\s*([0-9]+) kB', open('/proc/self/status').read()).group(1))"
+    )
+    case = tmp_path / "t"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(log), str(host.root), str(case)],
+        env=dict(os.environ, PATH=str(host.bin)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    peak_mb = int(done.stdout.split()[-1]) / 1024
+    assert peak_mb < 200, f"peak RSS {peak_mb:.0f} MB for a {log.stat().st_size >> 20} MiB line"
+    (bundle,) = [p for p in case.iterdir() if p.is_dir()]
+    written = (bundle / "logs" / "given-1-one-line.log").read_bytes()
+    assert written.startswith(b"start HF_TOKEN=[REDACTED:secret_env:")
+    assert written.endswith(b" end password=[REDACTED:secret_env:" + written[-9:])
+    assert HF_TOKEN.encode() not in written and LOG_PASSWORD.encode() not in written
+    assert b"bytes left out here" in written and len(written) < DEFAULT_OUTPUT_CAP + 4096
+
+
+def test_a_huge_inspect_keeps_the_bundle_readable(k3_host: FakeHost, tmp_path: Path) -> None:
+    """An inspect just under the JSON cap, all labels, env and command: facts.json is bounded
+    (a reader refuses facts of more than a few MiB), the raw inspect is kept whole."""
+    inspect = json.loads((SCENARIOS / "kimi-k3-docker-inspect.json").read_text())
+    config = inspect[0]["Config"]
+    config["Labels"] = {f"com.example.label.{i}": "v" * 900 for i in range(1500)}
+    config["Env"] += [f"VLLM_SETTING_{i}={'e' * 300}" for i in range(3000)]
+    config["Cmd"] += ["--flag"] * 50_000
+    (tmp_path / "inspect.json").write_text(json.dumps(inspect))
+    assert (tmp_path / "inspect.json").stat().st_size < 4 << 20
+    k3_host.reply("docker inspect --type container vllm-k3", stdout_file=tmp_path / "inspect.json")
+    result = collect(_k3_options(k3_host, tmp_path), tmp_path / "t", k3_host.runner())
+    assert (result.folder / "facts.json").stat().st_size < 2 << 20
+    with open_bundle(result.archive) as bundle:
+        assert not bundle.problems and bundle.facts.container is not None
+        assert len(bundle.facts.container.image_labels) <= 512
+        assert bundle.facts.container.env["NCCL_DEBUG"] == "INFO"

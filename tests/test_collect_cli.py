@@ -57,7 +57,7 @@ def test_show_commands_lists_the_allow_list() -> None:
 
 def test_collect_bad_input_is_one_line(tmp_path: Path) -> None:
     for args, expected in [
-        (["--log", str(tmp_path / "missing.log")], "no such log file"),
+        (["--log", str(tmp_path / "missing.log")], "no such file"),
         (["--launch-cmd", str(tmp_path / "missing.sh")], "--launch-cmd"),
         (["--timeout", "-1"], "--timeout"),
         (["--engine", "lxc"], "--engine"),
@@ -67,3 +67,23 @@ def test_collect_bad_input_is_one_line(tmp_path: Path) -> None:
         assert result.returncode == 2, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1 and expected in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_fifo_or_a_device_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)  # nobody ever writes it: reading would block forever
+    for option, path, expected in [
+        ("--log", fifo, "FIFO"),
+        ("--log", Path("/dev/zero"), "device"),
+        ("--launch-cmd", fifo, "FIFO"),
+        ("--log", tmp_path, "directory"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "vllm_triage", "collect", "--case", str(tmp_path / "c"),
+             option, str(path)],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 2, (option, path, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0] and option in lines[0], lines
+    assert not (tmp_path / "c").exists() or not list((tmp_path / "c").iterdir())

@@ -231,7 +231,15 @@ def test_docker_json_file_line_deeply_nested() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", [b'{"log": 5}', b'{"log":"x"} trailing', b'{"log":', b'{"log":null}']
+    "raw",
+    [
+        b'{"log": 5}',
+        b'{"log":"x"} trailing',
+        b'{"log":',
+        b'{"log":null}',
+        b'{"log": ' + b"9" * 5000 + b', "x": "No CUDA GPUs are available"}',
+        b'{"log": ["a", {"b": "\\ud800"}]}',
+    ],
 )
 def test_broken_json_file_lines_do_not_crash(raw: bytes) -> None:
     normalize(raw, 1)

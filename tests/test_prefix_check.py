@@ -10,6 +10,7 @@ import copy
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -462,6 +463,39 @@ def test_shapes_match_their_examples(shape: Any) -> None:
         assert shape.pattern.search(example), (shape.name, example)
     for counter in shape.counter_examples:
         assert not shape.pattern.search(counter), (shape.name, counter)
+
+
+@pytest.mark.parametrize(
+    "text", ["a-" * 100_000, "2026-" * 40_000, "req-" * 50_000, "aB1-" * 50_000 + "!"]
+)
+def test_shapes_take_linear_time_on_hostile_text(text: str) -> None:
+    """A run of token characters with a boundary at every other one ("a-a-a-..."): each shape is
+    tried once per run, not once per boundary (that was quadratic: minutes for 200 KB)."""
+    for shape in SHAPES:
+        started = time.monotonic()
+        shape.pattern.sub("<x>", text)
+        assert time.monotonic() - started < 2, shape.name
+
+
+def test_masking_hostile_history_is_fast() -> None:
+    """The fixes mask timestamps and ids in every message but the last: 200 KB of hostile text
+    there must not stall the estimate."""
+    hostile = "a-" * 100_000
+    requests = [
+        {
+            "messages": [
+                {"role": "system", "content": f"Current time: 2026-11-30T09:14:0{i}Z"},
+                {"role": "user", "content": hostile},
+                {"role": "user", "content": f"question {i}"},
+            ]
+        }
+        for i in range(3)
+    ]
+    started = time.monotonic()
+    report = prefix_check(requests)
+    assert time.monotonic() - started < 10
+    assert problem_kinds(report) == {"timestamp"}
+    assert report.reusable_share_if_fixed is not None and report.reusable_share_if_fixed > 0.9
 
 
 @pytest.mark.parametrize(

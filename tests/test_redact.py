@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
+import io
 import json
 import re
 import shutil
 import string
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_triage.collect.redact import MARKER, OMITTED, RedactedEnv, Redactor
+from vllm_triage.collect.redact import MARKER, OMITTED, STREAM_BLOCK, RedactedEnv, Redactor
 from vllm_triage.knowledge import DATA_DIR, KnowledgeError, check_knowledge, load_knowledge
 from vllm_triage.knowledge.schema import re2_superset
 
@@ -24,10 +28,12 @@ MARKER_RE = re.compile(r"\[REDACTED:([a-z0-9_]+):([0-9a-f]{8})\]")
 
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
 SK = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56_Qr78-St90Uv12Wx34Yz56"
+# A known key makes the markers of these tests predictable; a bundle's key is random.
+KEY = b"vllm-triage-test-key-0123456789ab"
 
 
 def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()[:8]
+    return hmac.new(KEY, secret.encode("utf-8"), hashlib.sha256).hexdigest()[:8]
 
 
 def marker(rule: str, secret: str) -> str:
@@ -36,7 +42,7 @@ def marker(rule: str, secret: str) -> str:
 
 @pytest.fixture
 def redactor(kb) -> Redactor:
-    return Redactor(kb)
+    return Redactor(kb, key=KEY)
 
 
 # -- the rules' own examples ------------------------------------------------------------------
@@ -45,13 +51,13 @@ def redactor(kb) -> Redactor:
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
 def test_rule_examples(rule):
     for example in rule.examples.positive:
-        redactor = Redactor(KB)
+        redactor = Redactor(KB, key=KEY)
         redacted = redactor.text(example)
         assert f"[REDACTED:{rule.id}:" in redacted, example
         assert redactor.report()[rule.id] >= 1
-        assert Redactor(KB).text(redacted) == redacted
+        assert Redactor(KB, key=KEY).text(redacted) == redacted
     for example in rule.examples.negative:
-        assert Redactor(KB).text(example) == example
+        assert Redactor(KB, key=KEY).text(example) == example
 
 
 def test_every_rule_has_source_date_and_certainty():
@@ -112,13 +118,24 @@ def test_allow_list_entry_needs_a_source(tmp_path: Path):
 # -- marker, digest, report, idempotence -------------------------------------------------------
 
 
-def test_marker_digest_is_sha256_prefix_and_stable(redactor):
+def test_marker_digest_is_keyed_per_bundle(redactor):
     out = redactor.text(f"token is {HF}")
     assert out == f"token is {marker('hf_token', HF)}"
-    assert MARKER_RE.search(out).group(2) == hashlib.sha256(HF.encode()).hexdigest()[:8]
-    # Same secret, same marker: in another redactor (another bundle) and in another place.
-    assert Redactor().text(f"again {HF} here") == f"again {marker('hf_token', HF)} here"
+    # Same secret, same tag inside one bundle (one redactor), in another place and another rule.
+    assert redactor.text(f"again HF_TOKEN={HF} here") == (
+        f"again HF_TOKEN={marker('secret_env', HF)} here"
+    )
     assert redactor.text("other hf_ZyXwVuTsRqPoNmLkJiHgFeDcBa98765432") != out
+    # The key is random per redactor and never part of the output: a low-entropy password cannot
+    # be confirmed by hashing guesses (the tag is not sha256 of the value, and differs per bundle).
+    weak = "hunter2!"
+    tags = {
+        MARKER_RE.search(Redactor(KB).text(f"PASSWORD={weak}")).group(2)  # type: ignore[union-attr]
+        for _ in range(4)
+    }
+    assert len(tags) == 4
+    assert hashlib.sha256(weak.encode()).hexdigest()[:8] not in tags
+    assert hmac.new(b"", weak.encode(), hashlib.sha256).hexdigest()[:8] not in tags
 
 
 def test_report_counts_and_never_values(redactor):
@@ -142,7 +159,7 @@ def test_markers_are_never_redacted_again(redactor):
     ]
     for line in lines:
         once = redactor.text(line)
-        assert Redactor().text(once) == once
+        assert Redactor(key=KEY).text(once) == once
     env = {"HF_TOKEN": HF, "NCCL_DEBUG": "INFO", "FOO": "bar"}
     kept = redactor.env(env).kept
     assert redactor.env(kept).kept == kept
@@ -287,6 +304,15 @@ def test_argv_docker_run_and_assignments(redactor):
     ]
 
 
+def test_argv_registry_login_takes_one_value(redactor):
+    assert redactor.argv(["docker", "login", "-u", "robot", "-p", "Rb0t-pass", "reg.example"]) == [
+        "docker", "login", "-u", "robot", "-p", marker("registry_login", "Rb0t-pass"),
+        "reg.example",
+    ]  # fmt: skip
+    ports = ["docker", "run", "-p", "8000:8000", "vllm/vllm-openai"]
+    assert redactor.argv(ports) == ports  # -p is a port outside `login`
+
+
 def test_docker_run_command_line_as_text(redactor):
     line = f"docker run -e HF_TOKEN={HF} -e NCCL_DEBUG=INFO vllm/vllm-openai --api-key {SK} --port 8000"
     assert redactor.text(line) == (
@@ -355,7 +381,7 @@ def test_private_key_split_across_lines(redactor):
     assert MARKER_RE.fullmatch(out[2].rstrip("\n")) and MARKER_RE.fullmatch(out[3].rstrip("\n"))
     assert redactor.report()["private_key"] == 2
     whole = "".join(lines)
-    assert "u1SU1Lf" not in Redactor().text(whole)
+    assert "u1SU1Lf" not in Redactor(key=KEY).text(whole)
     # A truncated key stops at the first line that is not base64.
     trunc = Redactor()
     assert trunc.text("-----BEGIN PRIVATE KEY-----\n") == "-----BEGIN PRIVATE KEY-----\n"
@@ -570,11 +596,11 @@ def test_no_secret_survives_in_random_text(shape):
     def check(planted: tuple[str, str], before: str, after: str) -> None:
         embedded, secret = planted
         text = before + embedded + after
-        output = Redactor(KB).text(text)
+        output = Redactor(KB, key=KEY).text(text)
         assert not _survivors(secret, output, before + "\x00" + after), (text, output)
         # The RE2 prefilter changes nothing: the pure Python path (taken for text RE2 cannot
         # read) redacts the same.
-        assert Redactor(KB).text("\udcff\n" + text) == "\udcff\n" + output
+        assert Redactor(KB, key=KEY).text("\udcff\n" + text) == "\udcff\n" + output
 
     check()
 
@@ -582,9 +608,265 @@ def test_no_secret_survives_in_random_text(shape):
 @settings(max_examples=40, deadline=None)
 @given(SHAPES["hf_token"], SHAPES["openai_key"], st.lists(NOISE, min_size=1, max_size=4))
 def test_no_secret_survives_in_env_and_argv(hf, sk, noise):
-    redactor = Redactor(KB)
+    redactor = Redactor(KB, key=KEY)
     kept = redactor.env({"HF_TOKEN": hf[0], "VLLM_NOTE": noise[0] + sk[0]}).kept
     argv = redactor.argv(["vllm", "serve", *noise, "--api-key", sk[0], f"--hf-token={hf[0]}"])
     dumped = json.dumps([kept, argv])
     assert not _survivors(hf[1], dumped, "".join(noise))
     assert not _survivors(sk[1], dumped, "".join(noise))
+
+
+# -- secrets that span lines, whatever envelope each line carries ---------------------------
+
+SPANNING = [
+    # (lines, the secrets in them)
+    (["vllm serve m --api-key K1aaaaaaaa K2bbbbbbbb --port 8000"], ["K1aaaaaaaa", "K2bbbbbbbb"]),
+    (["vllm serve m \\", "  --api-key \\", "  CONTcccccccc --port 8000"], ["CONTcccccccc"]),
+    (["{", '  "password":', '      "PRETTYdddddd"', "}"], ["PRETTYdddddd"]),
+    (['  "password"', '  : "SEPeeeeeeeee"'], ["SEPeeeeeeeee"]),
+    (["secret: |", "  BLOCKfffffff", "  BLOCK2gggggg", "other: 1"], ["BLOCKfffffff", "BLOCK2gggggg"]),
+    (["- name: HF_TOKEN", "  value: PAIRhhhhhhhh"], ["PAIRhhhhhhhh"]),
+    (['"api_key": [', '  "LIST1iiiiiii",', '  "LIST2jjjjjjj"', "]"], ["LIST1iiiiiii", "LIST2jjjjjjj"]),
+    (
+        ["-----BEGIN PRIVATE KEY-----", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+         "AbCdEf0123==", "-----END PRIVATE KEY-----"],
+        ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", "AbCdEf0123=="],
+    ),
+]  # fmt: skip
+ENVELOPES = {
+    "plain": lambda i, line: line,
+    "timestamps": lambda i, line: f"2026-11-28T09:14:02.{i * 37}Z {line}",
+    "apiserver": lambda i, line: f"(APIServer pid=1) INFO 11-28 09:14:02 [api_server.py:1] {line}",
+    "json-file": lambda i, line: json.dumps(
+        {"log": line + "\n", "stream": "stdout", "time": f"2026-11-28T09:14:02.{i}Z"},
+        separators=(",", ":"),
+    ),
+    "compose+timestamps": lambda i, line: f"vllm-1  | 2026-11-28 09:14:02,{i:03d} {line}",
+}
+
+
+@pytest.mark.parametrize("envelope", sorted(ENVELOPES))
+@pytest.mark.parametrize("case", range(len(SPANNING)))
+def test_secrets_that_span_lines_in_every_envelope(envelope: str, case: int) -> None:
+    lines, secrets = SPANNING[case]
+    wrap = ENVELOPES[envelope]
+    text = "".join(wrap(i, line) + "\n" for i, line in enumerate(lines)) + wrap(9, "done") + "\n"
+    whole = Redactor(KB).text(text)
+    per_line = Redactor(KB)
+    by_line = "".join(per_line.text(line) for line in text.splitlines(keepends=True))
+    sink = io.BytesIO()
+    Redactor(KB).stream([text.encode()], sink)
+    for output in (whole, by_line, sink.getvalue().decode()):
+        assert not [s for s in secrets if s in output], (envelope, output)
+        assert output.count("\n") == text.count("\n") and output.endswith(wrap(9, "done") + "\n")
+        if envelope == "json-file":
+            assert all(json.loads(line)["stream"] == "stdout" for line in output.splitlines())
+
+
+def test_what_follows_a_multi_line_secret_is_kept(redactor):
+    key = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
+    text = (
+        f"-----BEGIN PRIVATE KEY-----\n{key}\n-----END PRIVATE KEY-----\n"
+        "LlamaForCausalLM loaded in 12 s\n"
+        "password:\n  [1, 2]\n"  # the value is the list on the next line
+        "Enter the token\n  is not a value\n"  # a name at a line end, then no separator
+        "secret: |\nnot: indented\n"  # a block scalar that is empty
+    )
+    assert redactor.text(text) == (
+        f"-----BEGIN PRIVATE KEY-----\n{marker('private_key', key)}\n-----END PRIVATE KEY-----\n"
+        "LlamaForCausalLM loaded in 12 s\n"
+        f"password:\n  [{marker('secret_env', '1')}, {marker('secret_env', '2')}]\n"
+        "Enter the token\n  is not a value\n"
+        "secret: |\nnot: indented\n"
+    )
+
+
+def test_non_ascii_text_around_a_key_keeps_later_secrets_found(redactor):
+    # Offsets between characters and UTF-8 bytes must hold after a block read line by line.
+    text = (
+        "█▄▀ banner ✓\n-----BEGIN PRIVATE KEY-----\n"
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n"
+        + "ünïcode line\n" * 50
+        + f"then HF_TOKEN={HF} and Authorization: Bearer {SK}\n"
+    )
+    out = redactor.text(text)
+    assert HF not in out and SK not in out and "MIIEvQ" not in out
+
+
+# -- parsed data -----------------------------------------------------------------------------
+
+
+def test_json_inside_a_string_is_redacted_as_a_document(redactor):
+    applied = {
+        "spec": {
+            "containers": [
+                {
+                    "args": ["--api-key", "k-annotated-1"],
+                    "env": [
+                        {"name": "HF_TOKEN", "value": HF},
+                        {"name": "TEAM_SETTING", "value": "internal-annotated"},
+                    ],
+                }
+            ]
+        }
+    }
+    pod = {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied) + "\n"}}}  # fmt: skip
+    out = redactor.json(pod)
+    text = out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+    assert text.endswith("\n")
+    inner = json.loads(text)["spec"]["containers"][0]
+    assert inner["env"] == [
+        {"name": "HF_TOKEN", "value": marker("secret_env", HF)},
+        {"name": "TEAM_SETTING", "value": OMITTED},
+    ]
+    assert inner["args"] == ["--api-key", marker("secret_arg", "k-annotated-1")]
+    # Not JSON after all: the text rules still run.
+    assert redactor.json({"note": f"{{not json HF_TOKEN={HF}"}) == {
+        "note": f"{{not json HF_TOKEN={marker('secret_env', HF)}"
+    }
+
+
+def test_json_keys_dotted_headers_and_options(redactor):
+    out = redactor.json(
+        {
+            "com.example.api_key": "dotted-value-1",
+            "db.password": "dotted-value-2",
+            "example.com/api-token": "slashed-value",
+            "X-Api-Key": "header-value",
+            "Authorization": "Bearer bearer-value",
+            "other": {"--api-key": "k1 k2", "--hf-token": "hf-value", "--port": "8000"},
+            "tokenizer-mode": "auto",
+        }
+    )
+    assert out == {
+        "com.example.api_key": marker("secret_env", "dotted-value-1"),
+        "db.password": marker("secret_env", "dotted-value-2"),
+        "example.com/api-token": marker("secret_env", "slashed-value"),
+        "X-Api-Key": marker("api_key_header", "header-value"),
+        "Authorization": "Bearer " + marker("auth_header", "bearer-value"),
+        "other": {
+            "--api-key": marker("secret_arg", "k1 k2"),
+            "--hf-token": marker("secret_arg", "hf-value"),
+            "--port": "8000",
+        },
+        "tokenizer-mode": "auto",
+    }
+
+
+def test_secrets_of_parsed_data_are_redacted_wherever_they_appear_later(redactor):
+    redactor.env({"APP_DB_PASSWORD": "s3cret-from-env"})
+    redactor.argv(["vllm", "serve", "m", "--api-key", "key-from-argv"])
+    redactor.json({"Env": ["OPENAI_API_KEY=key-from-inspect"]})
+    later = "model m loaded; s3cret-from-env key-from-argv, key-from-inspect.\n"
+    out = redactor.text(later)
+    assert out == (
+        f"model m loaded; {marker('secret_env', 's3cret-from-env')} "
+        f"{marker('secret_arg', 'key-from-argv')}, {marker('secret_env', 'key-from-inspect')}.\n"
+    )
+    # Text alone teaches nothing (a secret there has its context there), and short values are
+    # not remembered (they would hit words).
+    fresh = Redactor(KB, key=KEY)
+    fresh.text("PASSWORD=from-text-only\n")
+    fresh.env({"DB_PASSWORD": "short"})
+    assert fresh.text("from-text-only short\n") == "from-text-only short\n"
+
+
+def test_launch_args_keep_multi_value_options_out_of_the_model():
+    from vllm_triage.launch import parse_launch_command
+
+    args = parse_launch_command("vllm serve --api-key k1 k2 --tensor-parallel-size 2", KB)
+    assert args.model is None and args.other["--api-key"] == "k1 k2"
+    assert args.tensor_parallel_size == 2
+    args = parse_launch_command("vllm serve m --tokenizer t x --port 1", KB)
+    assert args.model == "m" and args.other["--tokenizer"] == "t"
+
+
+# -- streaming: bounded pieces, secrets at the boundaries, the deadline --------------------
+
+
+@pytest.mark.parametrize("shift", [-40, -13, -1, 0, 1, 7, 30])
+def test_a_secret_cut_by_a_piece_boundary_is_found(shift: int) -> None:
+    """A line longer than a piece: a secret and its context across the boundary."""
+    for planted, secret, to_the_end in [
+        (f" --api-key {SK} --port 8000 ", SK, False),
+        (f" HF_TOKEN={HF} ", HF, False),
+        (f" {HF} ", HF, False),
+        (f" 'password': '{SK}' ", SK, False),
+        (f" Authorization: Bearer {SK} ", SK, True),  # a header's value runs to the line end
+    ]:
+        head = "x " * ((STREAM_BLOCK + shift) // 2)
+        data = (head + planted + "y " * 300_000 + "\n").encode()
+        blocks = [data[i : i + STREAM_BLOCK] for i in range(0, len(data), STREAM_BLOCK)]
+        sink = io.BytesIO()
+        done = Redactor(KB).stream(blocks, sink)
+        out = sink.getvalue()
+        assert done.complete and done.read == len(data)
+        assert not _survivors(secret, out.decode(), head), (planted, shift)
+        assert out.count(b"\n") == 1 and out.startswith(head.encode())
+        assert out.endswith(b"] \n") if to_the_end else out.endswith(b"y " * 1000 + b"\n")
+
+
+def test_a_long_line_is_redacted_in_bounded_memory() -> None:
+    size = 48 << 20
+    piece = b"request id 12345 words and more words " * 1024
+
+    def blocks():
+        for _ in range(size // len(piece)):
+            yield piece
+        yield f" end HF_TOKEN={HF}\n".encode()
+
+    sink = _CountingSink()
+    tracemalloc.start()
+    try:
+        done = Redactor(KB).stream(blocks(), sink)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert done.complete and sink.size > done.read - 100 and HF.encode() not in sink.tail
+    assert peak < 24 << 20, f"peak {peak >> 20} MiB for a {size >> 20} MiB line"
+
+
+class _CountingSink(io.RawIOBase):
+    """A sink that keeps only its size and its last bytes."""
+
+    def __init__(self) -> None:
+        self.size, self.tail = 0, b""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
+        self.size += len(data)
+        self.tail = (self.tail + bytes(data))[-200:]
+        return len(data)
+
+
+def test_stream_stops_at_the_deadline_and_writes_only_redacted_text() -> None:
+    line = f"Authorization: Bearer {SK} and HF_TOKEN={HF}\n".encode()
+    sink = io.BytesIO()
+
+    def slow():
+        for _ in range(50):
+            yield line * 1000
+            time.sleep(0.02)
+
+    done = Redactor(KB).stream(slow(), sink, deadline=time.monotonic() + 0.2)
+    assert not done.complete and 0 < done.read < 50 * 1000 * len(line)
+    out = sink.getvalue()
+    assert SK.encode() not in out and HF.encode() not in out and out.endswith(b"\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("requests.post(url, auth=('svc-user', 'p@ssw0rd-Tuple9'))", "p@ssw0rd-Tuple9"),
+        ("sshpass -p 'n0de-Passw0rd-77' ssh gpu-node-07", "n0de-Passw0rd-77"),
+        ("redis-cli -h cache -a r3dis-Secret-55 ping", "r3dis-Secret-55"),
+    ],
+)
+def test_tuples_and_client_password_options(redactor, line: str, secret: str) -> None:
+    """A secret name before a Python tuple, and the short password options of known clients."""
+    redacted = redactor.text(line)
+    assert secret not in redacted
+    assert "[REDACTED:" in redacted

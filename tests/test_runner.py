@@ -1,18 +1,45 @@
-"""The command runner: only allow-listed shapes can be formed; deadlines, caps, missing tools."""
+"""The command runner: only allow-listed shapes can be formed; deadlines, output caps (head and
+tail kept), missing tools, and no process left behind."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from fakehost import FakeHost
 
+from vllm_triage.collect.processes import MARKER_ENV
 from vllm_triage.collect.runner import CommandNotAllowed, CommandRunner
+
+
+@contextmanager
+def _runner(host: FakeHost) -> Iterator[CommandRunner]:
+    """The host's runner, cleaned up (its raw outputs removed) whatever the test does."""
+    runner = host.runner()
+    try:
+        yield runner
+    finally:
+        runner.cleanup()
+
+
+def _gone(host: FakeHost, within: float = 3.0) -> bool:
+    """Whether every process the fakes started is dead (SIGKILL is delivered asynchronously)."""
+    deadline = time.monotonic() + within
+    while host.alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_only_allow_listed_shapes_can_be_formed() -> None:
     runner = CommandRunner()
+    assert runner.scratch is None, "no folder for raw outputs before a command runs"
     assert runner.argv("docker_logs", container="vllm") == [
         "docker",
         "logs",
@@ -26,6 +53,7 @@ def test_only_allow_listed_shapes_can_be_formed() -> None:
             runner.argv("docker_inspect", container=smuggled)
     with pytest.raises(CommandNotAllowed, match="needs parameter container"):
         runner.argv("docker_inspect")
+    runner.cleanup()
 
 
 def test_missing_program_and_failure_lines(tmp_path: Path) -> None:
@@ -39,21 +67,135 @@ def test_missing_program_and_failure_lines(tmp_path: Path) -> None:
     failed = runner.run("docker_version", 5)
     assert failed.returncode == 1 and "Cannot connect to the Docker daemon" in failed.failure()
     runner.cleanup()
+    assert runner.scratch is not None and not runner.scratch.exists()
 
 
 def test_deadline_kills_the_process_group(tmp_path: Path) -> None:
     host = FakeHost(tmp_path).install(("nvidia-smi",))
     host.reply("nvidia-smi -q -x", behaviour="hang")
     started = time.monotonic()
-    result = host.runner().run("nvidia_smi_xml", 0.5)
+    with _runner(host) as runner:
+        result = runner.run("nvidia_smi_xml", 0.5)
     assert result.timed_out and not result.ok and time.monotonic() - started < 3
     assert "did not finish within" in result.failure()
+    assert _gone(host)
 
 
-def test_output_cap(tmp_path: Path) -> None:
+def test_output_cap_keeps_head_and_tail(tmp_path: Path) -> None:
     host = FakeHost(tmp_path).install(("ibstat",))
-    host.reply("ibstat", stdout="x" * 50_000)
+    lines = [f"line {n:05d} of the output\n" for n in range(5000)]
+    host.reply("ibstat", stdout="".join(lines))
     runner = host.runner()
-    runner.output_cap = 1000
+    runner.output_cap = 4000
     result = runner.run("ibstat", 5)
-    assert result.truncated and len(result.text()) == 1000
+    text = result.text()
+    assert result.ok and result.truncated and result.total_bytes == len("".join(lines))
+    head, _, tail = text.partition("[vllm-triage: ")
+    assert head.startswith(lines[0]) and tail.endswith(lines[-1])
+    # Cut at line breaks, and the note tells exactly what was left out.
+    assert head.endswith("\n") and tail.split("\n", 1)[1].startswith("line ")
+    left_out = int(tail.split(" bytes left out", 1)[0])
+    assert (
+        left_out
+        == result.omitted_bytes
+        == result.total_bytes - len(head) - len(tail.split("\n", 1)[1])
+    )
+    assert len(text) < 4000 + 200
+    assert "left out" in result.cut_note()
+    runner.cleanup()
+
+
+def test_small_outputs_are_whole(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path).install(("ibstat",))
+    host.reply("ibstat", stdout="x" * 3000)
+    runner = host.runner()
+    runner.output_cap = 4000
+    result = runner.run("ibstat", 5)
+    assert result.text() == "x" * 3000 and not result.truncated
+    runner.cleanup()
+
+
+def test_a_flood_is_cut_at_the_deadline_with_head_and_tail(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path).install(("docker",))
+    host.reply("docker logs --timestamps c", behaviour="flood_forever")
+    runner = host.runner()
+    runner.output_cap = 1 << 20
+    started = time.monotonic()
+    result = runner.run("docker_logs", 1.0, container="c")
+    assert time.monotonic() - started < 3
+    assert result.timed_out and result.truncated and result.total_bytes > 2 << 20
+    text = result.text()
+    assert text.startswith("FIRST LINE") and "bytes left out here" in text
+    assert len(text) <= (1 << 20) + 200
+    assert _gone(host)
+    runner.cleanup()
+
+
+def test_a_child_that_keeps_stdout_open_is_killed(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path).install(("ibstat",))
+    host.reply("ibstat", behaviour="orphan")
+    started = time.monotonic()
+    with _runner(host) as runner:
+        result = runner.run("ibstat", 20)
+        assert time.monotonic() - started < 5, "the open pipe does not hold the run to the end"
+        assert result.ok and result.text() == "parent done\n"
+    assert len(host.pids.read_text().splitlines()) == 2
+    assert _gone(host)
+
+
+def test_a_child_in_its_own_session_is_killed(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path).install(("ibstat",))
+    host.reply("ibstat", behaviour="setsid")
+    with _runner(host) as runner:
+        assert runner.run("ibstat", 1.0).timed_out
+    assert len(host.pids.read_text().splitlines()) == 2
+    assert _gone(host)
+
+
+def test_cleanup_kills_running_commands_and_removes_raw_outputs(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path).install(("ibstat", "ibv_devinfo"))
+    host.reply("ibstat", behaviour="setsid")
+    host.reply("ibv_devinfo", behaviour="hang")
+    runner = host.runner()
+    results = []
+    threads = [
+        threading.Thread(target=lambda n=name: results.append(runner.run(n, 60)))
+        for name in ("ibstat", "ibv_devinfo")
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(host.pids.read_text().splitlines()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runner.scratch is not None and list(runner.scratch.iterdir()), "raw outputs are there"
+    started = time.monotonic()
+    runner.cleanup()
+    for thread in threads:
+        thread.join(5)
+    assert time.monotonic() - started < 5 and not any(t.is_alive() for t in threads)
+    assert not runner.scratch.exists()
+    assert _gone(host)
+    # Nothing starts after cleanup, and nothing comes back into the scratch folder.
+    late = runner.run("ibstat", 5)
+    assert late.interrupted and not late.ok and "stopping" in late.failure()
+    assert not runner.scratch.exists()
+
+
+def test_every_child_carries_the_run_marker(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path).install(("ibstat",))
+    host.reply("ibstat", behaviour="setsid")
+    runner = host.runner()
+    thread = threading.Thread(target=runner.run, args=("ibstat", 30))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(host.alive()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    living = host.alive()
+    assert len(living) == 2, "the command and its child in another session are running"
+    for pid in living:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert any(e.startswith(f"{MARKER_ENV}={runner.run_id}:".encode()) for e in environ)
+    assert os.environ.get(MARKER_ENV) is None, "the marker is the children's, not ours"
+    runner.cleanup()
+    thread.join(5)
+    assert not thread.is_alive() and _gone(host)

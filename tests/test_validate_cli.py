@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from fakeserver import FakeServer
 
@@ -77,3 +79,55 @@ def test_api_key_is_sent_and_never_written(tmp_path: Path) -> None:
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret not in path.read_text()
+
+
+def _forms(secret: str) -> set[str]:
+    """Every form a secret could be written in: raw, URL-encoded, JSON-escaped, base64."""
+    encoded = {secret, quote(secret, safe=""), quote(secret), json.dumps(secret)[1:-1]}
+    for text in list(encoded):
+        encoded.add(base64.b64encode(text.encode()).decode())
+        encoded.add(base64.urlsafe_b64encode(text.encode()).decode())
+    return encoded
+
+
+def _written(folder: Path, *streams: str) -> str:
+    files = [p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()]
+    return "\n".join([*files, *streams])
+
+
+def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path: Path) -> None:
+    user, password = "alice", 'S3cret"pa$$/wörd'
+    userinfo = f"{quote(user, safe='')}:{quote(password, safe='')}@"
+    forbidden = _forms(password) | _forms(f"{user}:{password}") | {userinfo}
+    outputs = []
+    # A healthy server, in text and JSON; one that echoes the credentials in its errors (a
+    # careless proxy); no server at all (the connection error names the URL); a bad URL.
+    for fault, output_format in (("none", "text"), ("none", "json"), ("echo_auth", "text")):
+        with FakeServer(fault) as server:
+            url = server.url.replace("http://", f"http://{userinfo}")
+            result = _cli(url, "--case", str(tmp_path), "--max-concurrency", "1",
+                          "--format", output_format)  # fmt: skip
+        assert result.returncode == (0 if fault == "none" else 1), result.stderr
+        expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        assert server.state.authorization == {expected}
+        assert f"http://127.0.0.1:{server.url.rsplit(':', 1)[1]}" in result.stdout
+        if fault == "echo_auth":  # the server's error is kept, masked (and shown as text)
+            assert "HTTP 401: refused Basic [redacted] ([redacted])" in result.stdout
+        outputs += [result.stdout, result.stderr]
+    unreachable = _cli(f"http://{userinfo}127.0.0.1:9", "--case", str(tmp_path), "--format", "json")
+    assert unreachable.returncode == 2 and "http://127.0.0.1:9" in unreachable.stdout
+    bad = _cli(f"ftp://{userinfo}example.com:99999999", "--case", str(tmp_path))
+    assert bad.returncode == 2 and "ftp://example.com" in bad.stderr
+    # Not percent-encoded: httpx's own error would quote a piece of the password as the port.
+    raw = _cli(f"http://{user}:{password}@127.0.0.1:9", "--case", str(tmp_path))
+    assert raw.returncode == 2 and "'http://127.0.0.1:9' is not a valid URL" in raw.stderr
+    both = subprocess.run(
+        [sys.executable, "-m", "vllm_triage", "validate", f"http://{userinfo}127.0.0.1:9",
+         "--api-key-env", "MY_KEY", "--case", str(tmp_path)],
+        capture_output=True, text=True, check=False, env=dict(os.environ, MY_KEY="k" * 20),
+    )  # fmt: skip
+    assert both.returncode == 2 and "not both" in both.stderr
+    outputs += [unreachable.stdout, unreachable.stderr, bad.stderr, raw.stderr, both.stderr]
+    written = _written(tmp_path, *outputs)
+    leaked = sorted(form for form in forbidden if form in written)
+    assert leaked == [], leaked

@@ -3,17 +3,23 @@ NCCL test output, and the multi-node rung's comparisons."""
 
 from __future__ import annotations
 
+import base64
 import struct
 import zlib
 from pathlib import Path
 
+import httpx
 import pytest
 from fakeserver import FakeServer
 
+from vllm_triage.errors import InputError
 from vllm_triage.validate import ValidateOptions, validate
+from vllm_triage.validate.body import BodyError, lines, read_body
 from vllm_triage.validate.client import Answer, StreamedToolCall
+from vllm_triage.validate.context import DEFAULT_DEADLINES, parse_deadlines
+from vllm_triage.validate.credentials import Credentials, public_url
 from vllm_triage.validate.metrics import MetricsError, flag, parse_metrics
-from vllm_triage.validate.models import RequestRecord
+from vllm_triage.validate.models import RequestRecord, RungResult
 from vllm_triage.validate.rungs.concurrency import level_figures, levels, percentile
 from vllm_triage.validate.rungs.image import png
 from vllm_triage.validate.rungs.multi_node import nccl_test_figures
@@ -154,3 +160,85 @@ def test_each_sample_is_read_once() -> None:
         'vllm:cache_config_info{block_size="128",enable_prefix_caching="True"} 1.0\n'
     )
     assert len(snapshot.samples["vllm:cache_config_info"]) == 1
+
+
+def _response(body: bytes, encoding: str | None = None) -> httpx.Response:
+    headers = {"Content-Encoding": encoding} if encoding else {}
+    return httpx.Response(200, headers=headers, stream=httpx.ByteStream(body))
+
+
+def _deflate(data: bytes, wbits: int) -> bytes:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    return compressor.compress(data) + compressor.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "wbits"),
+    [("gzip", 31), ("x-gzip", 31), ("deflate", 15), ("deflate", -15), (None, 0)],
+)
+def test_bodies_are_decoded_within_the_cap(encoding: str | None, wbits: int) -> None:
+    data = b'{"data": []}' * 1000
+    body = _deflate(data, wbits) if encoding else data
+    assert read_body(_response(body, encoding), len(data), "x") == data
+    with pytest.raises(BodyError, match=f"x: larger than {len(data) - 1} bytes"):
+        read_body(_response(body, encoding), len(data) - 1, "x")
+
+
+def test_undecodable_and_unknown_encodings_are_refused() -> None:
+    with pytest.raises(BodyError, match="x: not valid gzip data"):
+        read_body(_response(b"not gzip at all", "gzip"), 1000, "x")
+    for encoding in ("br", "zstd", "gzip, deflate"):
+        with pytest.raises(BodyError, match="unsupported Content-Encoding"):
+            read_body(_response(b"", encoding), 1000, "x")
+
+
+def test_lines_split_at_any_line_end_across_chunks() -> None:
+    chunks = [b"data: a\r", b"\ndata: b\n\n", b"data: c\rdata: d", b"\r", b"\n", b"tail"]
+    assert list(lines(chunks, 64, "s")) == ["data: a", "data: b", "", "data: c", "data: d", "tail"]
+    with pytest.raises(BodyError, match="s: a line longer than 8 bytes"):
+        list(lines([b"0123", b"45678", b"9\n"], 8, "s"))
+
+
+def test_deadlines_from_the_command_line() -> None:
+    deadlines = parse_deadlines(["all=5", "health=1.5"])
+    assert deadlines["health"] == 1.5 and deadlines["concurrency"] == 5.0
+    assert parse_deadlines([]) == DEFAULT_DEADLINES
+    for bad in ("health", "nope=3", "health=0", "health=abc", "health=nan", "all=1e9"):
+        with pytest.raises(InputError, match="--deadline"):
+            parse_deadlines([bad])
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:pa%40ss@127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("https://token@host", "https://host"),
+        ("user:pass@host:8000", "host:8000"),
+        ("http://host:8000", "http://host:8000"),
+        ("http://host/path?q=a@b", "http://host/path?q=a@b"),
+    ],
+)
+def test_the_url_is_shown_without_its_user_part(url: str, shown: str) -> None:
+    assert public_url(url) == shown
+
+
+def test_credentials_are_masked_in_every_form() -> None:
+    bare, credentials = Credentials.split("http://alice:pa%2Fss%20word@h:1/v1")
+    assert bare == "http://h:1/v1" and credentials.basic == ("alice", "pa/ss word")
+    basic = base64.b64encode(b"alice:pa/ss word").decode()
+    text = f"got pa/ss word, pa%2Fss%20word, Basic {basic} from alice"
+    assert credentials.mask(text) == "got [redacted], [redacted], Basic [redacted] from alice"
+    assert Credentials.split("http://h:1")[1].mask("pa/ss word") == "pa/ss word"
+
+
+def test_masking_a_model_keeps_it_whole_even_for_a_secret_like_json() -> None:
+    credentials = Credentials(basic=("u", '", "ok": true, "x": "'))
+    result = RungResult(
+        name="health",
+        status="failed",
+        reason='echoed: ", "ok": true, "x": "',
+        figures={'", "ok": true, "x": "': 1},
+    )
+    masked = credentials.mask_model(result)
+    assert masked.reason == "echoed: [redacted]" and masked.figures == {"[redacted]": 1}
+    assert Credentials().mask_model(result) is result

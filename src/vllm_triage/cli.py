@@ -2,11 +2,13 @@
 
 Exit codes: 0 success (compat: compatible or conditional); 1 compat says it cannot run as the host
 stands (forward_compat_only, incompatible), or `knowledge check` found problems; 2 bad input;
-3 the knowledge base itself is broken; 130 interrupted.
+3 the knowledge base itself is broken; 70 an internal error (a bug: one line, and the traceback
+with VLLM_TRIAGE_TRACEBACK=1); 130 interrupted.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -23,7 +25,7 @@ from vllm_triage.collect import collect as collect_bundle
 from vllm_triage.diagnose import compat as compat_verdict
 from vllm_triage.diagnose import diagnose as diagnose_logs
 from vllm_triage.errors import InputError
-from vllm_triage.inputs import open_input
+from vllm_triage.inputs import open_input, read_errors
 from vllm_triage.knowledge import (
     KnowledgeError,
     check_knowledge,
@@ -34,14 +36,20 @@ from vllm_triage.render.collect import allow_list_renderable, collect_renderable
 from vllm_triage.render.knowledge import knowledge_renderable
 from vllm_triage.render.markdown import compat_markdown, diagnosis_markdown, prefix_markdown
 from vllm_triage.render.prefix_check import prefix_renderable
+from vllm_triage.render.printable import printable
 from vllm_triage.render.text import compat_renderable, diagnosis_renderable
 from vllm_triage.render.validate import rung_line, validate_renderable
 from vllm_triage.validate import ValidateOptions, ValidateResult, ValidationInterrupted
 from vllm_triage.validate import validate as run_validate
+from vllm_triage.validate.context import DEFAULT_DEADLINES, parse_deadlines
 from vllm_triage.validate.models import RungName, RungResult
 from vllm_triage.validate.prefix_check import prefix_check as prefix_check_requests
 
 EXIT_OK, EXIT_CANNOT_RUN, EXIT_BAD_INPUT, EXIT_BROKEN_KNOWLEDGE = 0, 1, 2, 3
+EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE
+TRACEBACK_ENV = "VLLM_TRIAGE_TRACEBACK"
+# A launch command is a few KiB; Linux caps a whole command line (and environment) at 2 MiB.
+MAX_TEXT_ARGUMENT_BYTES = 2 * 1024**2
 
 app = typer.Typer(
     name="vllm-triage",
@@ -66,13 +74,15 @@ def _emit(
     markdown: Callable[[Any], str],
     renderable: Callable[[Any], RenderableType],
 ) -> None:
-    """Print an artifact as JSON (for scripts), markdown (for tickets) or rich text (for people)."""
+    """Print an artifact as JSON (for scripts), markdown (for tickets) or rich text (for people);
+    the foreign text it quotes is made printable first (no surrogates, no terminal controls)."""
+    safe = printable(artifact, terminal=output_format is not OutputFormat.json)
     if output_format is OutputFormat.json:
-        print(artifact.model_dump_json(indent=2))
+        print(safe.model_dump_json(indent=2))
     elif output_format is OutputFormat.markdown:
-        print(markdown(artifact), end="")
+        print(markdown(safe), end="")
     else:
-        _console().print(renderable(artifact))
+        _console().print(renderable(safe))
 
 
 def _console() -> Console:
@@ -140,7 +150,12 @@ def collect(
     case: Annotated[Path, typer.Option(help="Case folder the bundle is written into.")] = Path(
         "triage"
     ),
-    timeout: Annotated[float, typer.Option(help="Seconds each probe may take.")] = 10.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds the probes may take; the whole run, bundle written, ends within this plus 10 s."
+        ),
+    ] = 10.0,
     probe_image: Annotated[
         bool,
         typer.Option(help="Start a throwaway container without GPUs to read torch/vLLM versions."),
@@ -184,14 +199,20 @@ def collect(
 
 
 def _read_text_argument(value: str | None, option: str) -> str | None:
-    """The text of a FILE|- option."""
+    """The text of a FILE|- option (a launch command), read up to a cap."""
     if value is None:
         return None
     try:
-        with open_input(value, "a launch command file") as (stream, _):
-            return stream.read().decode("utf-8", errors="replace")
+        with open_input(value, "a launch command file") as (stream, name), read_errors(name):
+            data = stream.read(MAX_TEXT_ARGUMENT_BYTES + 1)
     except InputError as exc:
         raise InputError(f"{option} {exc}") from None
+    if len(data) > MAX_TEXT_ARGUMENT_BYTES:
+        raise InputError(
+            f"{option} {name}: larger than {MAX_TEXT_ARGUMENT_BYTES >> 20} MiB; a launch command "
+            "is a few KiB"
+        )
+    return data.decode("utf-8", errors="replace")
 
 
 @app.command()
@@ -284,6 +305,15 @@ def validate(
     nccl_test: Annotated[
         str | None, typer.Option(help="An NCCL test command to run and parse (multi-node).")
     ] = None,
+    deadline: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="RUNG=SECONDS",
+            help="A rung's total deadline (repeatable; RUNG `all` sets every rung). Defaults: "
+            + ", ".join(f"{name} {seconds:g}" for name, seconds in DEFAULT_DEADLINES.items())
+            + ".",
+        ),
+    ] = None,
     output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """Prove a running server works, rung by rung; exit 0 all passed, 1 a rung failed, 2 bad
@@ -302,6 +332,7 @@ def validate(
         logs=tuple(log or ()),
         transport=transport,
         nccl_test=nccl_test,
+        deadlines=parse_deadlines(deadline or ()),
     )
     show = output_format is OutputFormat.text
     err = Console(stderr=True, highlight=False)
@@ -396,6 +427,14 @@ def main() -> None:
     except typer.TyperException as exc:  # usage errors: unknown option, missing argument
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         _print_error(f"{message} (see --help)", getattr(exc, "exit_code", EXIT_BAD_INPUT))
+    except Exception as exc:  # a bug: still one line for the user, the traceback on request
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        _print_error(
+            f"internal error (a bug in vllm-triage, please report it): {type(exc).__name__}: "
+            f"{exc} (set {TRACEBACK_ENV}=1 to see the traceback)",
+            EXIT_INTERNAL,
+        )
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 

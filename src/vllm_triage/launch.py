@@ -71,6 +71,20 @@ def _entry(tokens: Sequence[str], kb: KnowledgeBase) -> int | None:
     return None
 
 
+def _several_values(kb: KnowledgeBase) -> list[re.Pattern[str]]:
+    """Options that take one or more values (vLLM's --api-key k1 k2), from the redaction rules:
+    their further values are theirs, never the positional model."""
+    return [
+        re.compile(f"(?i:{rule.match})")
+        for rule in kb.redaction.rules
+        if rule.kind == "argument" and rule.multiple
+    ]
+
+
+def _option_like(token: str) -> bool:
+    return token.startswith("-") and len(token) > 1
+
+
 def _convert(argument: VllmArgument, value: str) -> object:
     if argument.type == "int":
         return int(value)
@@ -118,6 +132,7 @@ def parse_launch_command(
     table = kb.vllm_args
     by_flag = {name: arg for arg in table.arguments for name in (arg.flag, *arg.aliases)}
     switches = set(table.switches)
+    several = _several_values(kb)
     fields: dict[str, object] = {}
     other: dict[str, str] = {}
     args = tokens[start:]
@@ -135,11 +150,13 @@ def parse_launch_command(
         if is_switch or flag.startswith("--no-"):
             value = value if has_value else "true"
         elif not has_value:
-            if index < len(args) and not (args[index].startswith("-") and len(args[index]) > 1):
-                value = args[index]
+            values = []
+            while index < len(args) and not _option_like(args[index]):
+                values.append(args[index])
                 index += 1
-            else:
-                value = ""
+                if not any(pattern.fullmatch(flag) for pattern in several):
+                    break
+            value = " ".join(values)
         if argument is None:
             other[flag] = value
             continue

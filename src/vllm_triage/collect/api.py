@@ -1,15 +1,25 @@
 """The library behind `collect`: run every probe concurrently, each with its own deadline, and
 write what came back, redacted, into one bundle folder and its .tar.gz.
+
+The whole run ends near --timeout plus a fixed margin, whatever the probes print: commands keep at
+most a capped head and tail of their output, the probes stop at the deadline, the streamed files
+are redacted within WRITE_SECONDS and a total size (what does not fit is noted, never written
+unredacted), and the archive holds no more than that. Ctrl-C, SIGTERM or SIGHUP stop it with
+every command's processes killed and the raw outputs removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import platform
+import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from vllm_triage import __version__
@@ -22,6 +32,7 @@ from vllm_triage.collect.bundle import (
     remove_partial,
 )
 from vllm_triage.collect.captured import CapturedFile
+from vllm_triage.collect.facts import bounded
 from vllm_triage.collect.models import BundleFacts, Manifest, ProbeState, ProbeStatus
 from vllm_triage.collect.probes import PROBES, CollectOptions, Probe
 from vllm_triage.collect.probes.base import (
@@ -35,10 +46,20 @@ from vllm_triage.collect.probes.base import (
 from vllm_triage.collect.redact import Redactor
 from vllm_triage.collect.runner import CommandRunner
 from vllm_triage.errors import InputError
+from vllm_triage.inputs import STDIN, open_input
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 
 # After the deadline, a probe whose commands were all killed gets this long to return.
 _GRACE_SECONDS = 0.5
+# After the probes: how long redacting the streamed files (logs, raw outputs) may take, and how
+# many bytes of them the bundle holds in all (what gzip packs within a few seconds).
+WRITE_SECONDS = 4.0
+STREAM_BUDGET = 96 * 1024 * 1024
+# Texts larger than this are written with the logs (within the deadline and the budget).
+_SMALL_TEXT = 1024 * 1024
+# The bound a caller can rely on: collect returns within --timeout plus this.
+MARGIN_SECONDS = 10.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -78,8 +99,13 @@ def _validate(options: CollectOptions) -> None:
     if options.timeout <= 0:
         raise InputError(f"--timeout must be positive, got {options.timeout}")
     for log in options.logs:
-        if not log.is_file():
-            raise InputError(f"{log}: no such log file")
+        if str(log) == STDIN:
+            raise InputError("--log -: collect reads log files, not standard input; save it first")
+        try:  # a regular file only: a FIFO or a device would block the probes and the writer
+            with open_input(log, "a log file"):
+                pass
+        except InputError as exc:
+            raise InputError(f"--log {exc}") from None
     if options.pod is not None and not options.namespace:
         raise InputError("--pod needs a namespace (-n)")
     if not options.host_root.is_dir():
@@ -87,6 +113,7 @@ def _validate(options: CollectOptions) -> None:
 
 
 def _facts(outputs: dict[str, ProbeOutput], redactor: Redactor) -> dict[str, Any]:
+    """Every probe's parsed facts, through the same redaction as the raw text they came from."""
     sections: dict[str, Any] = {}
     for name, output in outputs.items():
         if output.facts is not None:
@@ -99,6 +126,7 @@ def _facts(outputs: dict[str, ProbeOutput], redactor: Redactor) -> dict[str, Any
     if launch and launch.get("env"):
         launch["env"] = redactor.env(launch["env"]).kept
     document = redactor.json(BundleFacts.model_validate(sections).model_dump(mode="json"))
+    document = bounded(document)
     BundleFacts.model_validate(document)
     return dict(document)
 
@@ -124,10 +152,22 @@ def collect(
     runner: CommandRunner | None = None,
     kb: KnowledgeBase | None = None,
 ) -> CollectResult:
-    """Freeze the evidence once: every probe at most `options.timeout` seconds, all at once."""
+    """Freeze the evidence once: every probe at most `options.timeout` seconds, all at once; the
+    whole run within `options.timeout` + MARGIN_SECONDS."""
     _validate(options)
     kb = kb or load_knowledge()
     runner = runner or CommandRunner()
+    try:
+        with _stopped_by_signals():
+            return _collect(options, case, runner, kb)
+    finally:
+        with _shielded():  # a second Ctrl-C must not leave raw outputs or processes behind
+            runner.cleanup()
+
+
+def _collect(
+    options: CollectOptions, case: Path, runner: CommandRunner, kb: KnowledgeBase
+) -> CollectResult:
     redactor = Redactor(kb)
     created = datetime.now(UTC)
     name = BUNDLE_PREFIX + created.strftime("%Y%m%dT%H%M%S%fZ")
@@ -154,38 +194,35 @@ def collect(
         thread.start()
     for thread in threads:
         thread.join(max(0.0, deadline + _GRACE_SECONDS - time.monotonic()))
+    # A late probe must not start a command while the bundle is written; none outlives it.
+    runner.stop()
+    outcomes = _outcomes(runs, options)
+    write_deadline = max(time.monotonic(), deadline + _GRACE_SECONDS) + WRITE_SECONDS
 
     try:
         partial.mkdir()
         writer = BundleWriter(partial, redactor)
-        statuses, outputs = [], {}
-        for run in runs:
-            finished = run.finished  # a late probe may still finish: decide once, from a snapshot
-            status: ProbeState = run.status
-            reason, output = run.reason, run.output
-            if finished is None:
-                status, reason, output = (
-                    "timed_out",
-                    f"no answer within {options.timeout:g} s",
-                    None,
-                )
-            files: list[str] = []
-            if output is not None:
-                outputs[run.probe.name] = output
-                files = [writer.add(f, run.probe.name) for f in output.files]
-            end = finished if finished is not None else time.monotonic()
-            statuses.append(
-                ProbeStatus(
-                    name=run.probe.name,
-                    status=status,
-                    reason=reason,
-                    duration_s=round(end - run.started, 3),
-                    files=files,
-                    notes=output.notes if output is not None else [],
-                )
-            )
-        statuses.append(_user_logs(options, writer))
+        files: dict[int, str] = {}
+        # Documents and small texts first: the secrets they show by name are then known when
+        # the facts and the logs are written; the logs last, within the deadline.
+        streams = []
+        outputs = {o.name: o.output for o in outcomes if o.output is not None}
+        for probe, output in outputs.items():
+            for captured in output.files:
+                if captured.source is None and len(captured.text or "") <= _SMALL_TEXT:
+                    files[id(captured)] = writer.add(captured, probe)
+                else:
+                    streams.append((captured, probe))
         writer.write_json(FACTS, _facts(outputs, redactor), "collect")
+        logs = [
+            CapturedFile(f"logs/given-{index + 1}-{log.name}", source=log)
+            for index, log in enumerate(options.logs)
+        ]
+        streams += [(log, "logs") for log in logs]
+        paths = writer.add_streams(streams, write_deadline, STREAM_BUDGET)
+        files.update((id(c), path) for (c, _), path in zip(streams, paths, strict=True))
+        statuses = [_status(outcome, files) for outcome in outcomes]
+        statuses.append(_logs_status(logs, files))
         manifest = Manifest(
             tool_version=__version__,
             created_at=created.isoformat(),
@@ -202,23 +239,100 @@ def collect(
     except BaseException:
         remove_partial(partial)
         raise
-    finally:
-        runner.cleanup()
     archive = case / f"{name}.tar.gz"
     pack(final, archive)
     return CollectResult(final, archive, manifest)
 
 
-def _user_logs(options: CollectOptions, writer: BundleWriter) -> ProbeStatus:
-    started = time.monotonic()
-    files = []
-    for index, log in enumerate(options.logs):
-        name = f"logs/given-{index + 1}-{log.name}"
-        files.append(writer.add(CapturedFile(name, source=log), "logs"))
+@dataclass(frozen=True)
+class _Outcome:
+    """A probe's result, decided once from a snapshot (a late probe may still finish)."""
+
+    name: str
+    status: ProbeState
+    reason: str | None
+    output: ProbeOutput | None
+    duration_s: float
+
+
+def _outcomes(runs: list[_Run], options: CollectOptions) -> list[_Outcome]:
+    outcomes = []
+    for run in runs:
+        finished = run.finished
+        if finished is None:
+            late = f"no answer within {options.timeout:g} s"
+            outcome = _Outcome(run.probe.name, "timed_out", late, None, time.monotonic())
+        else:
+            outcome = _Outcome(run.probe.name, run.status, run.reason, run.output, finished)
+        outcomes.append(
+            _Outcome(
+                outcome.name,
+                outcome.status,
+                outcome.reason,
+                outcome.output,
+                round(outcome.duration_s - run.started, 3),
+            )
+        )
+    return outcomes
+
+
+def _status(outcome: _Outcome, files: dict[int, str]) -> ProbeStatus:
+    output = outcome.output
+    return ProbeStatus(
+        name=outcome.name,
+        status=outcome.status,
+        reason=outcome.reason,
+        duration_s=outcome.duration_s,
+        files=[files[id(f)] for f in output.files] if output is not None else [],
+        notes=output.notes if output is not None else [],
+    )
+
+
+def _logs_status(logs: list[CapturedFile], files: dict[int, str]) -> ProbeStatus:
     return ProbeStatus(
         name="logs",
-        status="ok" if files else "not_available",
-        reason=None if files else "no --log given",
-        duration_s=round(time.monotonic() - started, 3),
-        files=files,
+        status="ok" if logs else "not_available",
+        reason=None if logs else "no --log given",
+        duration_s=0.0,
+        files=[files[id(log)] for log in logs],
     )
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop collect as Ctrl-C does (KeyboardInterrupt), so that its cleanup
+    runs; only the main thread can take signals, elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """Interrupting signals wait while the block runs, then interrupt (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def remember(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, remember) for sig in (signal.SIGINT, *_STOP_SIGNALS)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        raise KeyboardInterrupt(signal.Signals(received[0]).name)

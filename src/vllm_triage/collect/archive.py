@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from vllm_triage.errors import InputError
 
@@ -557,14 +557,24 @@ def _remove_extracted(destination: Path) -> None:
                 os.unlink(child.path)
 
 
+def _open_regular(archive: Path) -> BinaryIO:
+    """The archive opened for reading; a FIFO or device is refused without blocking on it."""
+    try:
+        fd = os.open(archive, os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC)
+    except OSError as exc:
+        raise _fail(archive, f"cannot read: {_reason(exc)}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(mode) else _kind_of(mode)
+        raise _fail(archive, f"it is {what}, not a .tar.gz bundle")
+    return os.fdopen(fd, "rb")
+
+
 def unpack(archive: Path, destination: Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> Path:
     """Safely extract a bundle .tar.gz into an empty or new folder; return its bundle folder."""
     _check_destination(destination)
-    try:
-        raw = archive.open("rb")
-    except OSError as exc:
-        raise _fail(archive, f"cannot read: {_reason(exc)}") from None
-    with raw:
+    with _open_regular(archive) as raw:
         try:
             magic = raw.read(2)
             raw.seek(0)

@@ -4,30 +4,41 @@ read back from a folder or a .tar.gz (safely unpacked) by `diagnose --bundle`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import json
+import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
 from vllm_triage.collect.archive import unpack
 from vllm_triage.collect.captured import CapturedFile
+from vllm_triage.collect.excerpt import FileExcerpt
 from vllm_triage.collect.models import BundleFacts, BundleFile, Manifest
 from vllm_triage.collect.redact import Redactor
 from vllm_triage.errors import InputError
-from vllm_triage.models import SCHEMA_VERSION
+from vllm_triage.inputs import display_name, file_kind, open_input
+from vllm_triage.models import SCHEMA_VERSION, Artifact
+from vllm_triage.safejson import JsonError, parse_json
 
 MANIFEST = "manifest.json"
 FACTS = "facts.json"
 LOGS = "logs"
 BUNDLE_PREFIX = "bundle-"
 _CHUNK = 1024 * 1024
+# What one streamed file keeps at most (head and tail), and the least a share of the budget gives.
+STREAM_FILE_CAP = 32 * 1024 * 1024
+_MIN_FILE_CAP = 1024 * 1024
 
 
 class BundleError(InputError):
@@ -43,14 +54,43 @@ def _safe_relative(path: str) -> PurePosixPath:
 
 @dataclass
 class BundleWriter:
-    """Writes files into a bundle folder under construction, redacting names and contents."""
+    """Writes files into a bundle folder under construction, redacting names and contents.
+
+    Streamed files (command outputs, logs) keep at most `file_cap` bytes each (head and tail, see
+    excerpt.py) and are written within a deadline and a size budget shared between them: what
+    does not fit is left out with a line saying so in the file and a note in the manifest, never
+    written unredacted.
+    """
 
     folder: Path
     redactor: Redactor
+    file_cap: int = STREAM_FILE_CAP
     files: list[BundleFile] = field(default_factory=list)
 
     def add(self, captured: CapturedFile, probe: str) -> str:
         """Write one captured file (redacted) and record it; returns its path in the bundle."""
+        return self._write(captured, probe, self.file_cap, None)
+
+    def add_streams(
+        self, streams: Sequence[tuple[CapturedFile, str]], deadline: float, budget: int
+    ) -> list[str]:
+        """Write (file, probe) pairs that stream from a source, sharing what is left of the time
+        and of `budget` bytes fairly (unused shares pass on); their paths in the bundle."""
+        paths = []
+        used = 0
+        for index, (captured, probe) in enumerate(streams):
+            left = len(streams) - index
+            now = time.monotonic()
+            share = now + max(0.0, deadline - now) / left
+            cap = min(self.file_cap, max(_MIN_FILE_CAP, (budget - used) // left))
+            paths.append(self._write(captured, probe, cap, share))
+            used += self.files[-1].size
+        return paths
+
+    def write_json(self, name: str, document: Any, probe: str) -> None:
+        self.add(CapturedFile(name, document=document), probe)
+
+    def _write(self, captured: CapturedFile, probe: str, cap: int, deadline: float | None) -> str:
         self.redactor.end_of_file()
         relative = _safe_relative(self.redactor.text(captured.path))
         target = self.folder / relative
@@ -61,32 +101,57 @@ class BundleWriter:
             relative = PurePosixPath(f"{stem}.{counter}")
             target = self.folder / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        if captured.document is not None:
-            text = json.dumps(self.redactor.json(captured.document), indent=2, ensure_ascii=False)
-            target.write_text(text + "\n", encoding="utf-8", errors="surrogateescape")
-        elif captured.source is not None:
-            self._copy_redacted(captured.source, target)
-        else:
-            target.write_text(
-                self.redactor.text(captured.text or ""), encoding="utf-8", errors="surrogateescape"
-            )
+        notes = [captured.note] if captured.note else []
+        with target.open("wb") as out:
+            if captured.document is not None:
+                text = json.dumps(
+                    self.redactor.json(captured.document), indent=2, ensure_ascii=False
+                )
+                out.write((text + "\n").encode("utf-8", errors="surrogateescape"))
+            elif captured.source is not None:
+                # A regular file only: a FIFO or a device given as a log would block.
+                with open_input(captured.source, "a log file") as (raw, _):
+                    size = os.fstat(raw.fileno()).st_size
+                    notes += self._copy_redacted(raw, size, out, cap, deadline)
+            else:
+                data = (captured.text or "").encode("utf-8", errors="surrogateescape")
+                notes += self._copy_redacted(io.BytesIO(data), len(data), out, cap, deadline)
         self.redactor.end_of_file()
         self.files.append(
             BundleFile(
-                path=str(relative), sha256=_sha256(target), size=target.stat().st_size, probe=probe
+                path=str(relative),
+                sha256=_sha256(target),
+                size=target.stat().st_size,
+                probe=probe,
+                truncated=bool(notes),
+                note=self.redactor.text("; ".join(notes)) if notes else None,
             )
         )
         return str(relative)
 
-    def _copy_redacted(self, source: Path, target: Path) -> None:
-        """Stream a raw output through the redactor line by line (bounded memory for big logs)."""
-        with source.open("rb") as raw, target.open("wb") as out:
-            for line in raw:
-                text = line.decode("utf-8", errors="surrogateescape")
-                out.write(self.redactor.text(text).encode("utf-8", errors="surrogateescape"))
-
-    def write_json(self, name: str, document: Any, probe: str) -> None:
-        self.add(CapturedFile(name, document=document), probe)
+    def _copy_redacted(
+        self, raw: BinaryIO, size: int, out: BinaryIO, cap: int, deadline: float | None
+    ) -> list[str]:
+        """Stream text through the redactor in bounded pieces (head and tail when it is over the
+        cap) until the deadline; what was left out."""
+        notes = []
+        excerpt = FileExcerpt(raw, size, cap)
+        done = self.redactor.stream(excerpt.blocks(), out, deadline)
+        if excerpt.omitted:
+            notes.append(
+                f"{excerpt.omitted} of {size} bytes left out in the middle (the first and "
+                "the last parts are kept)"
+            )
+        if not done.complete:
+            kept = size - excerpt.omitted
+            out.write(
+                f"\n[vllm-triage: the collect deadline came here; {kept - done.read} more "
+                "bytes were not redacted in time and are not in the bundle]\n".encode()
+            )
+            notes.append(
+                f"redaction stopped at the collect deadline after {done.read} of {kept} bytes"
+            )
+        return notes
 
 
 def _sha256(path: Path) -> str:
@@ -97,73 +162,224 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# Caps on reading a bundle from anyone. collect writes a few KiB of manifest and facts (the real
+# H200 bundle: 4.3 and 2.5 KiB); even the archive's 10,000 members make a manifest of ~2.5 MiB.
+# Parsed JSON can take ~50 times its size in memory, so the caps bound memory too: both files at
+# their caps, filled with the densest JSON there is, peak at ~270 MB (tests/test_malformed_inputs).
+MAX_MANIFEST_BYTES = 4 * 1024**2
+MAX_FACTS_BYTES = 4 * 1024**2
+MAX_BUNDLE_LOGS = 200
+_MAX_LISTED = 20
+_MAX_SHOWN = 120
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class _MissingFile(BundleError):
+    """A file the bundle should hold is not there."""
+
+
 @dataclass
 class Bundle:
-    """A bundle opened for reading: its folder, manifest, facts, logs and integrity problems."""
+    """A bundle opened for reading: its folder, manifest, facts, logs and integrity problems.
+
+    Nothing outside the folder is ever read: every file is opened relative to it without following
+    a symlink on any part of its path, and only regular files are read (never a FIFO or device)."""
 
     folder: Path
     manifest: Manifest
     facts: BundleFacts
     problems: list[str]
+    logs: list[PurePosixPath] = field(default_factory=list)
+    """The log files (relative to the folder), the previous (crashed) run of a pod first."""
 
-    @property
-    def logs(self) -> list[Path]:
-        """The log files, the previous (crashed) run of a pod first."""
-        folder = self.folder / LOGS
-        if not folder.is_dir():
-            return []
-        return sorted(
-            (p for p in folder.iterdir() if p.is_file()),
-            key=lambda p: (0 if "previous" in p.name else 1, p.name),
-        )
+    def open(self, relative: PurePosixPath) -> BinaryIO:
+        """A regular file of the bundle, for reading; BundleError when it cannot be (a link...)."""
+        return _open_inside(self.folder, relative)
+
+    def show(self, relative: PurePosixPath) -> str:
+        """How a file of the bundle is named in output: `<bundle folder>/<path>`, printable."""
+        return display_name(f"{self.folder.name}/{relative}")
 
 
 def _newest_bundle(case: Path) -> Path:
-    candidates = sorted(
-        p for p in case.iterdir() if p.is_dir() and p.name.startswith(BUNDLE_PREFIX)
-    )
-    if not candidates:
-        archives = sorted(case.glob(f"{BUNDLE_PREFIX}*.tar.gz"))
-        if archives:
-            return archives[-1]
-        raise BundleError(f"{case}: no bundle in this folder (no manifest.json, no bundle-*)")
-    return candidates[-1]
-
-
-def _load_model(path: Path, model: type[Manifest] | type[BundleFacts]) -> Any:
+    """The newest bundle in a case folder: bundle-* folders first, then bundle-*.tar.gz files;
+    symlinks and anything else are passed over, so a case folder cannot point outside itself."""
+    folders, archives = [], []
     try:
-        return model.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        raise BundleError(f"{path}: missing: not a vllm-triage bundle") from None
+        with os.scandir(case) as entries:
+            for entry in entries:
+                if not entry.name.startswith(BUNDLE_PREFIX):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.name)
+                elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".tar.gz"):
+                    archives.append(entry.name)
+    except OSError as exc:
+        raise BundleError(f"{display_name(case)}: cannot list ({exc.strerror or exc})") from None
+    if folders or archives:
+        return case / max(folders or archives)
+    raise BundleError(
+        f"{display_name(case)}: no bundle in this folder (no manifest.json, no bundle-*)"
+    )
+
+
+def _load_model(folder: Path, name: str, model: type[Artifact], max_bytes: int) -> Any:
+    """A bundle's JSON file as a model: read capped, parsed by safejson, validated by pydantic."""
+    shown = display_name(folder / name)
+    try:
+        with _open_inside(folder, PurePosixPath(name)) as stream:
+            data = stream.read(max_bytes + 1)
+    except _MissingFile:
+        raise BundleError(f"{shown}: missing: not a vllm-triage bundle") from None
+    except OSError as exc:
+        raise BundleError(f"{shown}: cannot read ({exc.strerror or exc})") from None
+    try:
+        document = parse_json(data, name, max_bytes=max_bytes)
+    except JsonError as exc:
+        reason = str(exc).removeprefix(f"{name}: ")
+        raise BundleError(f"{shown}: not a valid {name} ({reason})") from None
+    version = document.get("schema_version") if isinstance(document, dict) else None
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise BundleError(
+            f"{display_name(folder)}: bundle schema {version} is newer than this vllm-triage "
+            f"reads ({SCHEMA_VERSION}); upgrade vllm-triage"
+        )
+    try:
+        return model.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise BundleError(f"{path}: not a valid {path.name} ({where}: {first['msg']})") from None
+        where = ".".join(str(p) for p in first["loc"])[:_MAX_SHOWN] or "document"
+        raise BundleError(f"{shown}: not a valid {name} ({where}: {first['msg']})") from None
+
+
+def _open_inside(folder: Path, relative: PurePosixPath) -> BinaryIO:
+    """Open folder/relative for reading, following no symlink below the folder and refusing
+    anything but a regular file; BundleError (one line) says why it cannot be read."""
+    shown = display_name(f"{folder.name}/{relative}")
+    parts = relative.parts
+    if not parts or relative.is_absolute() or ".." in parts:
+        raise BundleError(f"{shown}: not a plain relative path inside the bundle")
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except (OSError, ValueError) as exc:
+        raise BundleError(
+            f"{display_name(folder)}: cannot open the bundle folder ({exc})"
+        ) from None
+    at_folder = True
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIR_FLAGS | _O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        at_folder = False
+        file_fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        raise _MissingFile(f"{shown}: missing") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            what = "a folder on its path is a symlink or a file" if at_folder else "a symlink"
+            raise BundleError(
+                f"{shown}: {what}; not read, a bundle holds only regular files and folders"
+            ) from None
+        raise BundleError(f"{shown}: cannot open ({exc.strerror or exc})") from None
+    except ValueError:  # a NUL byte in a name from the manifest
+        raise BundleError(f"{shown}: not a valid file name") from None
+    finally:
+        os.close(fd)
+    mode = os.fstat(file_fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(file_fd)
+        raise BundleError(
+            f"{shown}: {file_kind(mode)}; not read, a bundle holds only regular files and folders"
+        )
+    return os.fdopen(file_fd, "rb")
+
+
+def _digest(stream: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _verify(folder: Path, manifest: Manifest) -> list[str]:
+    """Each file the manifest lists: present, a regular file inside the bundle, same checksum."""
     problems = []
+    seen: set[str] = set()
     for entry in manifest.files:
-        try:
-            path = folder / _safe_relative(entry.path)
-        except ValueError as exc:
-            problems.append(str(exc))
+        if entry.path in seen:
+            problems.append(f"{display_name(entry.path)}: listed twice in the manifest")
             continue
-        if not path.is_file():
-            problems.append(f"{entry.path}: listed in the manifest but missing")
-        elif _sha256(path) != entry.sha256:
-            problems.append(
-                f"{entry.path}: checksum differs from the manifest (changed after collect)"
-            )
-    return problems
+        seen.add(entry.path)
+        try:
+            with _open_inside(folder, PurePosixPath(entry.path)) as stream:
+                # A size that differs needs no hashing (a huge file is not read for nothing).
+                size = os.fstat(stream.fileno()).st_size
+                if size != entry.size or _digest(stream) != entry.sha256:
+                    problems.append(
+                        f"{display_name(entry.path)}: checksum differs from the manifest "
+                        "(changed after collect)"
+                    )
+        except _MissingFile:
+            problems.append(f"{display_name(entry.path)}: listed in the manifest but missing")
+        except BundleError as exc:
+            problems.append(str(exc))
+        except OSError as exc:
+            problems.append(f"{display_name(entry.path)}: cannot read ({exc.strerror or exc})")
+    return _at_most(problems, "problems")
+
+
+def _list_logs(folder: Path) -> tuple[list[PurePosixPath], list[str]]:
+    """The regular files under logs/ (previous run first) and a note for anything else there."""
+    shown = display_name(f"{folder.name}/{LOGS}")
+    try:
+        fd = os.open(folder / LOGS, _DIR_FLAGS | _O_NOFOLLOW)
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return [], [f"{shown}: not a folder (a symlink or a file); its logs were not read"]
+        return [], [f"{shown}: cannot list ({exc.strerror or exc})"]
+    names, notes = [], []
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    names.append(entry.name)
+                else:
+                    kind = file_kind(entry.stat(follow_symlinks=False).st_mode)
+                    notes.append(
+                        f"{shown}/{display_name(entry.name)}: {kind}; not read, a bundle holds "
+                        "only regular files and folders"
+                    )
+    except OSError as exc:
+        notes.append(f"{shown}: cannot list ({exc.strerror or exc})")
+    finally:
+        os.close(fd)
+    names.sort(key=lambda name: (0 if "previous" in name else 1, name))
+    if len(names) > MAX_BUNDLE_LOGS:
+        notes.append(
+            f"{shown}: {len(names)} logs; only the first {MAX_BUNDLE_LOGS} were read (the cap)"
+        )
+    logs = [PurePosixPath(LOGS, name) for name in names[:MAX_BUNDLE_LOGS]]
+    return logs, _at_most(notes, "notes on logs")
+
+
+def _at_most(lines: list[str], what: str) -> list[str]:
+    """The first few lines, and a count of the rest (a hostile manifest can list thousands)."""
+    if len(lines) <= _MAX_LISTED:
+        return lines
+    return [*lines[:_MAX_LISTED], f"... and {len(lines) - _MAX_LISTED} more {what}"]
 
 
 @contextmanager
 def open_bundle(path: Path) -> Iterator[Bundle]:
     """Open a bundle folder, a bundle .tar.gz, or a case folder (its newest bundle)."""
-    if not path.exists():
-        raise BundleError(f"{path}: no such bundle")
-    if path.is_dir() and not (path / MANIFEST).exists():
+    if not os.path.lexists(path):
+        raise BundleError(f"{display_name(path)}: no such bundle")
+    if path.is_dir() and not os.path.lexists(path / MANIFEST):
         path = _newest_bundle(path)
     if path.is_dir():
         yield _read_folder(path)
@@ -174,18 +390,10 @@ def open_bundle(path: Path) -> Iterator[Bundle]:
 
 
 def _read_folder(folder: Path) -> Bundle:
-    try:
-        version = json.loads((folder / MANIFEST).read_bytes()).get("schema_version")
-    except (OSError, ValueError, AttributeError):
-        version = None
-    if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise BundleError(
-            f"{folder}: bundle schema {version} is newer than this vllm-triage reads "
-            f"({SCHEMA_VERSION}); upgrade vllm-triage"
-        )
-    manifest: Manifest = _load_model(folder / MANIFEST, Manifest)
-    facts: BundleFacts = _load_model(folder / FACTS, BundleFacts)
-    return Bundle(folder, manifest, facts, _verify(folder, manifest))
+    manifest: Manifest = _load_model(folder, MANIFEST, Manifest, MAX_MANIFEST_BYTES)
+    facts: BundleFacts = _load_model(folder, FACTS, BundleFacts, MAX_FACTS_BYTES)
+    logs, notes = _list_logs(folder)
+    return Bundle(folder, manifest, facts, [*_verify(folder, manifest), *notes], logs)
 
 
 def remove_partial(folder: Path) -> None:

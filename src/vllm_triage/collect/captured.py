@@ -15,3 +15,5 @@ class CapturedFile:
     text: str | None = None
     document: Any = None
     source: Path | None = None
+    note: str | None = None
+    """What the capture left out (a command output over its cap), for the manifest."""

@@ -32,6 +32,10 @@ class BundleFile(Artifact):
     sha256: str
     size: int
     probe: str
+    truncated: bool = Field(
+        default=False, description="part of the source is not in the file (see note)"
+    )
+    note: str | None = Field(default=None, description="what was left out of the file, and why")
 
 
 class Manifest(Artifact):

@@ -1,60 +1,83 @@
-"""Redaction of everything a bundle writes: text, environments, command lines and JSON documents.
+"""Redaction of everything a bundle writes: text (also streamed in bounded pieces), environments,
+command lines and JSON documents.
 
-The rules are data (knowledge/data/redaction.yaml). A secret becomes MARKER, whose digest (the first
-8 hex of sha256 of the secret) lets two bundles be compared without either holding the secret.
+The rules are data (knowledge/data/redaction.yaml). A secret becomes MARKER, whose digest is the
+first 8 hex of HMAC-SHA256 under a random key made for this redactor (one per bundle) and never
+stored: equal values inside one bundle share a tag, and a guessed password cannot be confirmed
+from the bundle. Every secret found by its context (a name, an option, a header) is also redacted
+wherever else its value appears later, so parsed data that lost the context stays clean.
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import hashlib
+import hmac
+import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
-import re2
-
+from vllm_triage.collect.redact_lines import (
+    BARE_ARGUMENT,
+    BARE_TO_END,
+    CONTINUED,
+    LIST_ITEM,
+    LIST_LINE,
+    LONG_RUN,
+    MORE_LISTED,
+    MORE_SPACED,
+    PAIR_VALUE,
+    PEM_BODY,
+    PEM_END,
+    QUOTED,
+    LineState,
+    PemBlock,
+    PendingValue,
+    envelope,
+    indentation,
+    trim,
+)
+from vllm_triage.collect.redact_rules import (
+    PENDING_ROLES,
+    CompiledRules,
+    Group,
+    compiled_rules,
+    prefilter,
+)
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
-from vllm_triage.knowledge.schema import RedactionRule, re2_superset
+from vllm_triage.knowledge.schema import RedactionRule
+from vllm_triage.safejson import JsonError, parse_json
 
 MARKER = "[REDACTED:{rule}:{digest}]"
 OMITTED = "[OMITTED]"
 
-# A value that is already a marker is never redacted again (redaction is idempotent).
-_NOT_MARKER = r"(?!\[REDACTED:[a-z0-9_]+:[0-9a-f]{8}\]|\[OMITTED\])"
-# ... nor a value that starts, after quotes, brackets or blanks, with a marker.
-_NOT_MARKER_VALUE = r"""(?![\["' \t]*(?:\[REDACTED:[a-z0-9_]+:[0-9a-f]{8}\]|\[OMITTED\]))"""
 _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+:[0-9a-f]{8}\]|\[OMITTED\]")
 # Values that stand for no secret: unset, booleans, a masked value, a tokenizer special token.
 _PLACEHOLDERS = frozenset({"", "None", "null", "nil", "True", "False", "true", "false"})
 _PLACEHOLDER_RE = re.compile(r"<[^<>\r\n]*>|\*+")
-
-# Value forms after a secret name, option or header: the group holds the secret only, so quotes,
-# brackets and JSON escapes stay and the document keeps its shape.
-_DQ = r'"(?P<{g}>' + _NOT_MARKER + r'(?:[^"\\\r\n]|\\.)*)"'
-_ESC_DQ = r'\\"(?P<{g}>' + _NOT_MARKER + r'(?:(?!\\")[^\r\n])*)\\"'
-_SQ = r"'(?P<{g}>" + _NOT_MARKER + r"(?:[^'\\\r\n]|\\.)*)'"
-_LIST = r"\[(?P<{g}>[^\[\]\r\n]*)\]"
-_BARE = r"(?P<{g}>[^\s\"'\\]*[^\s\"'\\,;)\]}])"
-_REST = r"""(?P<{g}>[^\s"'](?:[^\r\n]*[^\s,])?)"""
-_TO_QUOTE = r"""(?P<{g}>[^\s"'\\](?:[^"'\\\r\n]*[^\s"'\\])?)"""
-
-_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
-_NOT_IN_MARKER = r"(?<!\[REDACTED:)"
-_AFTER_NAME = r"(?![A-Za-z0-9_])"
-# Not `argument --api-key: expected one argument` (argparse's error, evidence to keep).
-_HEADER_BEFORE = r"(?<![-_])"
-_AFTER_OPTION = r"(?![A-Za-z0-9_-])"
-_Q = r"""\\?["']?"""
-
-_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
-_PEM_BODY = re.compile(
-    r"[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment):[^\r\n]*"
-    r"|\[REDACTED:private_key:[0-9a-f]{8}\])?[ \t]*"
-)
 _NEGATIVE_NUMBER = re.compile(r"-[0-9]*\.?[0-9]+")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_KEY_SEGMENTS = re.compile(r"[./:]")
 _COMMAND_KEYS = frozenset({"Cmd", "Entrypoint", "Args", "args", "command", "Command", "argv"})
+_PRIVATE_KEY = "private_key"
+
+# Secrets remembered to be redacted wherever else they appear: long enough not to hit words.
+_KNOWN_MIN, _KNOWN_MAX, _KNOWN_LIMIT = 6, 4096, 256
+# JSON inside a string value (kubectl's last-applied-configuration) is parsed up to this size.
+_EMBEDDED_JSON_MAX = 1024 * 1024
+
+# Streaming: pieces read at a time, and what a piece of a very long line keeps for the next one
+# (a secret cut at the boundary is found whole there; the rules' contexts are far shorter).
+STREAM_BLOCK = 1024 * 1024
+OVERLAP = 64 * 1024
+_PEM_MAX_MISSES = 8
+_PENDING_MAX_LINES = 3
+_LIST_MAX_LINES = 256
 
 
 @dataclass(frozen=True)
@@ -65,90 +88,39 @@ class RedactedEnv:
     omitted: list[str] = field(default_factory=list)
 
 
-def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+@dataclass(frozen=True)
+class Streamed:
+    """What a streamed copy did: bytes read from the source, and whether it reached the end."""
+
+    read: int
+    complete: bool
 
 
 def _placeholder(value: str) -> bool:
     return value in _PLACEHOLDERS or _PLACEHOLDER_RE.fullmatch(value) is not None
 
 
-class _Builder:
-    """Assembles the one alternation; every capturing group in it is a secret of a known rule."""
+def _option_like(token: str) -> bool:
+    """Whether argparse reads the token as an option (not as a value like -1 or -0.5)."""
+    return token.startswith("-") and not _NEGATIVE_NUMBER.fullmatch(token)
 
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.rules: dict[str, RedactionRule] = {}
 
-    def _group(self, template: str, rule: RedactionRule) -> str:
-        name = f"g{len(self.rules)}"
-        self.rules[name] = rule
-        return template.replace("{g}", name)
+def _value_span(match: re.Match[str]) -> tuple[int, int]:
+    """The span of the value group that took part in a match of the continuation shapes."""
+    for name in ("e", "d", "s", "b", "l"):
+        if name in match.re.groupindex and match.group(name) is not None:
+            return match.span(name)
+    raise ValueError("no value group in the match")
 
-    def _values(self, rule: RedactionRule, *templates: str) -> str:
-        return "(?:" + "|".join(self._group(t, rule) for t in templates) + ")"
 
-    def add(self, rule: RedactionRule) -> None:
-        if rule.kind in ("value", "url"):
-            self._add_shape(rule)
-        elif rule.kind == "name":
-            self._add_name(rule)
-        elif rule.kind == "argument":
-            self._add_argument(rule)
-        else:
-            self._add_header(rule)
-
-    def _add_shape(self, rule: RedactionRule) -> None:
-        if "(?P<secret>" in rule.match:
-            template = rule.match.replace("(?P<secret>", "(?P<{g}>" + _NOT_MARKER, 1)
-            self.parts.append(self._group(template, rule))
-        else:
-            self.parts.append(self._group("(?P<{g}>" + rule.match + ")", rule))
-
-    def _add_name(self, rule: RedactionRule) -> None:
-        name = _name_pattern(rule) + _AFTER_NAME
-        # At the start of a line (env dumps, .env files, YAML) an unquoted value runs to its end.
-        line_start = r"^[ \t]*(?:(?:export|ENV|ARG|-)[ \t]+)?" + name + r"[ \t]*[=:][ \t]*+"
-        inline = _WORD_BEFORE + _NOT_IN_MARKER + name + _Q + r"\]?[ \t]*[=:][ \t]*+"
-        self.parts += [
-            line_start + _NOT_MARKER_VALUE + self._values(rule, _DQ, _SQ, _REST),
-            inline + _NOT_MARKER_VALUE + self._values(rule, _DQ, _ESC_DQ, _SQ, _LIST, _BARE),
-        ]
-
-    def _add_argument(self, rule: RedactionRule) -> None:
-        option = "(?i:" + rule.match + ")" + _AFTER_OPTION
-        value = (
-            r"(?:=|[ \t\x00]++(?!-[^0-9.]))"
-            + _NOT_MARKER_VALUE
-            + self._values(rule, _DQ, _ESC_DQ, _SQ, _BARE)
-        )
-        listed = (
-            r"""\\?["'],[ \t]*+\\?["'](?!-[^0-9.])"""
-            + _NOT_MARKER_VALUE
-            + self._values(rule, _TO_QUOTE)
-        )
-        self.parts.append(f"{option}(?:{value}|{listed})")
-
-    def _add_header(self, rule: RedactionRule) -> None:
-        header = (
-            _HEADER_BEFORE + "(?i:" + rule.match + ")" + _AFTER_OPTION + _Q + r"[ \t]*:[ \t]*+" + _Q
-        )
-        prefix = f"(?:{rule.keep_prefix})?+" if rule.keep_prefix else ""
-        self.parts.append(header + prefix + _NOT_MARKER_VALUE + self._values(rule, _TO_QUOTE))
-
-    def compile(self) -> tuple[re.Pattern[str], list[RedactionRule | None]]:
-        """The alternation, and the rule of each group index (None for index 0)."""
-        pattern = re.compile("|".join(self.parts), re.MULTILINE | re.ASCII)
-        if pattern.groups != len(self.rules):
-            raise ValueError("a redaction pattern defines a capturing group of its own")
-        rules: list[RedactionRule | None] = [None] * (pattern.groups + 1)
-        for name, index in pattern.groupindex.items():
-            rules[index] = self.rules[name]
-        return pattern, rules
+def _inside_marker(text: str, start: int, end: int) -> bool:
+    opening = text.rfind("[REDACTED:", max(0, start - 64), start + 1)
+    return opening >= 0 and text.find("]", opening) >= end - 1
 
 
 class _Offsets:
-    """Converts offsets between a str and its UTF-8 bytes, moving forward only (linear)."""
+    """Converts offsets between a str and its UTF-8 bytes from a cursor that moves with the scan
+    (forward over the text once; back a line at most), so the cost stays linear."""
 
     def __init__(self, text: str, data: bytes) -> None:
         self._text, self._data = text, data
@@ -158,215 +130,536 @@ class _Offsets:
     def char(self, byte: int) -> int:
         if self._ascii:
             return byte
-        self._char += len(self._data[self._byte : byte].decode("utf-8"))
+        if byte >= self._byte:
+            self._char += len(self._data[self._byte : byte].decode("utf-8"))
+        else:
+            self._char -= len(self._data[byte : self._byte].decode("utf-8"))
         self._byte = byte
         return self._char
 
     def byte(self, char: int) -> int:
         if self._ascii:
             return char
-        self._byte += len(self._text[self._char : char].encode("utf-8"))
+        if char >= self._char:
+            self._byte += len(self._text[self._char : char].encode("utf-8"))
+        else:
+            self._byte -= len(self._text[char : self._char].encode("utf-8"))
         self._char = char
         return self._byte
-
-
-def _option_like(token: str) -> bool:
-    """Whether argparse reads the token as an option (not as a value like -1 or -0.5)."""
-    return token.startswith("-") and not _NEGATIVE_NUMBER.fullmatch(token)
-
-
-def _name_pattern(rule: RedactionRule) -> str:
-    """The case-insensitive pattern of a name rule's names, its exceptions excluded."""
-    exceptions = "|".join(re.escape(name) for name in rule.exceptions)
-    excluded = f"(?!(?:{exceptions}){_AFTER_NAME})" if exceptions else ""
-    return f"(?i:{excluded}(?:{rule.match}))"
 
 
 class Redactor:
     """Replaces every secret the knowledge base's redaction rules know; counts per rule, no values.
 
-    Not thread-safe; one per bundle. text() follows a PEM key split over consecutive calls.
+    Not thread-safe; one per bundle. text() follows a secret over consecutive calls (a PEM key's
+    body lines, a value on the line after its name) until end_of_file().
     """
 
-    def __init__(self, kb: KnowledgeBase | None = None) -> None:
+    def __init__(self, kb: KnowledgeBase | None = None, *, key: bytes | None = None) -> None:
         self._redaction = (kb or load_knowledge()).redaction
-        rules = self._redaction.rules
-        builder = _Builder()
-        for rule in rules:
-            builder.add(rule)
-        self._pattern, self._group_rules = builder.compile()
-        shapes = _Builder()
-        for rule in rules:
-            if rule.kind == "value":
-                shapes.add(rule)
-        # The parts of a match kept in clear are searched for shapes only (they have no context).
-        self._shapes, self._shape_rules = shapes.compile()
-        # The cheap pre-check: one RE2 pass (a DFA) that matches wherever the pattern can start.
-        options = re2.Options()
-        options.max_mem = 64 << 20
-        self._prefilter = re2.compile("(?m)" + re2_superset(self._pattern.pattern), options)
-        self._names = [
-            (rule.id, re.compile(_name_pattern(rule), re.ASCII))
-            for rule in rules
-            if rule.kind == "name"
-        ]
-        self._options = [
-            (rule.id, re.compile(f"(?i:{rule.match})", re.ASCII))
-            for rule in rules
-            if rule.kind == "argument"
-        ]
-        self._counts = dict.fromkeys((rule.id for rule in rules), 0)
+        self._rules: CompiledRules = compiled_rules(self._redaction)
+        self._key = key if key is not None else secrets.token_bytes(32)
+        self._counts = dict.fromkeys((rule.id for rule in self._redaction.rules), 0)
         self._counts["omitted"] = 0
-        self._pem_open = False
-        self._pem_opened = False
+        self._known: dict[str, str] = {}  # secret -> rule id, in memory only
+        self._longest_first: list[str] = []
+        self._known_changed = False
+        self._learning = False
+        self._filter = self._rules.prefilter
+        self._state: LineState | None = None
+        self._spill: Group | None = None
 
     # -- public API -------------------------------------------------------------------------
 
     def text(self, text: str) -> str:
         """Every text rule over text; call it line by line or with whole documents."""
-        head = ""
-        if self._pem_open:
-            head, text = self._pem_continuation(text)
-        if not text:
-            return head
-        self._pem_opened = False
-        result = self._scan(text)
-        self._pem_open = self._pem_opened
-        return head + result
+        if self._state is None and not self._known_changed:  # the common case, first: no secret
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                data = b""
+            if data and not self._filter.search(data):
+                return text
+        return self._redact(text, final=True)[0]
 
     def end_of_file(self) -> None:
-        """Forget a PEM key left open at the end of a file: the next text() is another file."""
-        self._pem_open = False
+        """Forget a secret left open at the end of a file: the next text() is another file."""
+        self._state = None
+        self._spill = None
+
+    def stream(
+        self, blocks: Iterable[bytes], sink: BinaryIO, deadline: float | None = None
+    ) -> Streamed:
+        """Write the blocks (at most STREAM_BLOCK bytes each) redacted to sink, in bounded pieces
+        whatever the line lengths; stop at the deadline, and write only what was redacted.
+        Undecodable bytes pass through unchanged."""
+        decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        carry = ""
+        read = 0
+        source = iter(blocks)
+        try:
+            while True:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return Streamed(read, False)
+                block = next(source, None)
+                if block is None:
+                    text = carry + decoder.decode(b"", final=True)
+                    sink.write(self._encode(self._redact(text, final=True)[0]))
+                    return Streamed(read, True)
+                read += len(block)
+                text = carry + decoder.decode(block)
+                cut = text.rfind("\n") + 1
+                if cut:
+                    redacted = self._redact(text[:cut], final=True)[0]
+                    carry = text[cut:]
+                else:
+                    redacted, consumed = self._redact(text, final=False)
+                    carry = text[consumed:]
+                sink.write(self._encode(redacted))
+        finally:
+            self.end_of_file()
 
     def env(self, env: Mapping[str, str]) -> RedactedEnv:
         """Keep allow-listed and secret-named variables (secrets as markers); omit the rest."""
         result = RedactedEnv()
-        for name, value in env.items():
-            kept = self._env_value(name, value)
-            if kept is None:
-                self._counts["omitted"] += 1
-                result.omitted.append(name)
-            else:
-                result.kept[name] = kept
+        with self._parsed():
+            for name, value in env.items():
+                kept = self._env_value(name, value)
+                if kept is None:
+                    self._counts["omitted"] += 1
+                    result.omitted.append(name)
+                else:
+                    result.kept[name] = kept
         return result
 
     def env_items(self, items: Sequence[str]) -> list[str]:
         """Docker's ["K=V", ...] form: kept entries redacted, others as K=[OMITTED]."""
-        return [self._env_item(item) for item in items]
+        with self._parsed():
+            return [self._env_item(item) for item in items]
 
     def argv(self, argv: Sequence[str]) -> list[str]:
         """A parsed command line: secret options, -e/--env and leading NAME=V, text rules on all."""
-        return self._argv(argv, command=True)
+        with self._parsed():
+            return self._argv(argv, command=True)
 
     def json(self, document: Any) -> Any:
-        """A parsed JSON document: secret keys, k8s env pairs, "Env" lists, argv lists, strings."""
-        return self._json(document, None)
+        """A parsed JSON document: secret keys, k8s env pairs, "Env" lists, argv lists, strings
+        (JSON inside a string is parsed and redacted as a document)."""
+        with self._parsed():
+            return self._json(document, None)
 
     def report(self) -> dict[str, int]:
         """Replacements per rule id, and `omitted` for values dropped by the allow-list."""
         return dict(self._counts)
 
-    # -- the pieces -------------------------------------------------------------------------
+    # -- markers and remembered secrets ----------------------------------------------------
+
+    def _digest(self, secret: str) -> str:
+        data = secret.encode("utf-8", "surrogatepass")
+        return hmac.new(self._key, data, hashlib.sha256).hexdigest()[:8]
 
     def _marker(self, rule_id: str, secret: str) -> str:
         if _placeholder(secret) or _MARKER_RE.fullmatch(secret):
             return secret
         self._counts[rule_id] += 1
-        return MARKER.format(rule=rule_id, digest=_digest(secret))
+        if self._learning:
+            self._remember(rule_id, secret)
+        return MARKER.format(rule=rule_id, digest=self._digest(secret))
 
-    def _scan(self, text: str) -> str:
-        """The pattern's replacements (as re.sub would make them), tried only where RE2 says."""
-        if not text:
-            return text
+    @contextlib.contextmanager
+    def _parsed(self) -> Iterator[None]:
+        """While redacting parsed data (exact contexts: keys, env names, options), the secrets
+        found are remembered, to be redacted wherever they appear later without a context."""
+        learning, self._learning = self._learning, True
         try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: RE2 cannot read it, Python re alone can
-            return self._pattern.sub(lambda m: self._replace(m, self._group_rules), text)
-        found = self._prefilter.search(data)
-        if found is None:
-            return text
-        # No Python match starts before the leftmost RE2 match (RE2 matches a superset), so trying
-        # re.match at each RE2 start, left to right, finds exactly the matches re.sub would.
-        offsets = _Offsets(text, data)
-        pieces: list[str] = []
-        done = 0
-        while found is not None:
-            start = offsets.char(found.start())
-            match = self._pattern.match(text, start)
-            if match is None or match.end() == start:
-                resume = start + 1
-            else:
-                pieces += [text[done:start], self._replace(match, self._group_rules)]
-                done = resume = match.end()
-            if resume >= len(text):
-                break
-            found = self._prefilter.search(data, offsets.byte(resume))
-        pieces.append(text[done:])
-        return "".join(pieces)
+            yield
+        finally:
+            self._learning = learning
 
-    def _replace(self, match: re.Match[str], rules: list[RedactionRule | None]) -> str:
+    def _remember(self, rule_id: str, secret: str) -> None:
+        if (
+            rule_id == _PRIVATE_KEY  # key lines are found by their block, and are many
+            or secret in self._known
+            or len(self._known) >= _KNOWN_LIMIT
+            or not _KNOWN_MIN <= len(secret) <= _KNOWN_MAX
+            or secret.isdigit()
+            or _MARKER_RE.search(secret)
+        ):
+            return
+        self._known[secret] = rule_id
+        self._known_changed = True
+
+    def _refresh_literals(self) -> None:
+        """One prefilter for the rules and the remembered secrets (parsed data is redacted
+        before the logs, so it is rebuilt a few times per bundle, not per line)."""
+        if not self._known_changed:
+            return
+        self._known_changed = False
+        self._longest_first = sorted(self._known, key=len, reverse=True)
+        encodable = []
+        for secret in self._longest_first:
+            try:
+                secret.encode("utf-8")
+            except UnicodeEncodeError:  # found by the Python path only
+                continue
+            encodable.append(re.escape(secret))
+        source = "|".join([self._rules.prefilter_source, *encodable])
+        self._filter = prefilter(source) if encodable else self._rules.prefilter
+
+    # -- the text scan ------------------------------------------------------------------------
+
+    def _redact(self, text: str, final: bool) -> tuple[str, int]:
+        """The redacted text up to the returned offset. `final`: the text ends at a line end;
+        otherwise it is a piece of a long line and the last OVERLAP characters wait for more."""
+        size = len(text)
+        if not size:
+            return "", 0
+        self._refresh_literals()
+        out: list[str] = []
+        done = self._continue_spill(text, out) if self._spill else 0
+        limit = size if final else max(done, size - OVERLAP)
+        candidates = _Candidates(text, self._filter, self._rules.pattern, self._longest_first)
+        search = done
+        # The normal scan's end: where a state takes over (this text starts with a line under a
+        # state from the previous call, or the line where a match armed one ends).
+        stop = done if self._state is not None else limit
+        while done < size:
+            if self._state is not None and done >= stop:
+                newline = text.find("\n", done)
+                if newline < 0 and not final and size - done <= OVERLAP:
+                    break
+                end = size if newline < 0 else newline + 1
+                line_out, resume = self._continue_line(text[done:end])
+                out.append(line_out)
+                done = search = done + resume
+                stop = limit if self._state is None else done
+                continue
+            start = candidates.next(search)
+            if start < 0 or start >= stop:
+                if done < stop:
+                    out.append(text[done:stop])
+                    done = search = stop
+                if self._state is None or done >= size:
+                    break
+                stop = done
+                continue
+            replaced = self._at(text, start, final)
+            if replaced is None:
+                search = start + 1
+                continue
+            replacement, end = replaced
+            out += [text[done:start], replacement]
+            done = search = end
+            if self._state is not None and stop == limit:
+                # The state starts with the next line (a continuation may have reached it).
+                newline = end - 1 if text.endswith("\n", 0, end) else text.find("\n", end)
+                stop = size if newline < 0 else newline + 1
+        consumed = done if not final else size
+        if final and done < size:
+            out.append(text[done:])
+        return "".join(out), consumed
+
+    def _at(self, text: str, start: int, final: bool) -> tuple[str, int] | None:
+        """The replacement of the match at start and where it ends, or None for no match."""
+        match = self._rules.pattern.match(text, start)
+        if match is not None and match.end() > start:
+            return self._replace(match, text, final)
+        for secret in self._longest_first:
+            if text.startswith(secret, start) and not _inside_marker(
+                text, start, start + len(secret)
+            ):
+                return self._marker(self._known[secret], secret), start + len(secret)
+        return None
+
+    def _replace(self, match: re.Match[str], text: str, final: bool) -> tuple[str, int]:
         index = match.lastindex
-        rule = rules[index] if index is not None else None
-        whole = match.group(0)
-        if rule is None or index is None:
-            return whole
-        secret = match.group(index)
-        if rule.id == "private_key":
-            # Without its END line the block runs to the end of this text: later lines follow.
-            self._pem_opened = _PEM_END.search(whole) is None
-        if not secret:
-            return whole
-        start, end = match.start(index) - match.start(), match.end(index) - match.start()
-        # What the match keeps (a name, a URL's user) may hold a secret of another shape.
-        pem_opened = self._pem_opened
-        kept_before, kept_after = self._kept(whole[:start]), self._kept(whole[end:])
-        self._pem_opened = pem_opened
-        return kept_before + self._marker(rule.id, secret) + kept_after
+        group = self._rules.groups[index] if index is not None else None
+        whole = match.group()
+        if group is None or index is None:
+            return whole, match.end()
+        rule_id = group.rule.id
+        if group.role in PENDING_ROLES:
+            self._arm(group, match, text)
+            return self._kept(whole), match.end()
+        start, end = match.span(index)
+        if rule_id == _PRIVATE_KEY:
+            # Without its END label the key goes on in the next lines, whatever their envelope.
+            if PEM_END.search(whole) is None:
+                self._state = PemBlock()
+            start, end = trim(text, start, end)
+        if start >= end:
+            return whole, match.end()
+        base = match.start()
+        pieces = [
+            self._kept(whole[: start - base]),
+            self._marker(rule_id, text[start:end]),
+            self._kept(whole[end - base :]),
+        ]
+        finish = match.end()
+        if group.rule.multiple:
+            more, finish = self._more_values(rule_id, text, finish)
+            pieces.append(more)
+        if not final and end == len(text):
+            self._spill = group  # the secret may go on in the next piece of this line
+        return "".join(pieces), finish
+
+    def _more_values(self, rule_id: str, text: str, position: int) -> tuple[str, int]:
+        """The further values of an option that takes several (`--api-key k1 k2`)."""
+        pieces: list[str] = []
+        while True:
+            more = MORE_SPACED.match(text, position) or MORE_LISTED.match(text, position)
+            if more is None:
+                break
+            start, end = _value_span(more)
+            pieces += [
+                text[position:start],
+                self._marker(rule_id, text[start:end]),
+                text[end : more.end()],
+            ]
+            position = more.end()
+        continued = CONTINUED.match(text, position)
+        if continued is not None:
+            self._state = PendingValue(rule_id, "argument")
+            pieces.append(continued.group())
+            position = continued.end()
+        return "".join(pieces), position
+
+    def _arm(self, group: Group, match: re.Match[str], text: str) -> None:
+        """A value announced at the end of this line: the next line holds it."""
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        lead, _ = envelope(text[line_start : match.start()])
+        indent = indentation(text, line_start + lead)
+        self._state = PendingValue(group.rule.id, group.role, indent=indent)
 
     def _kept(self, text: str) -> str:
+        """What a match keeps in clear (a name, a URL's user): shapes and remembered secrets."""
         if not text:
             return text
-        return self._shapes.sub(lambda m: self._replace(m, self._shape_rules), text)
+        rules = self._rules
 
-    def _pem_continuation(self, text: str) -> tuple[str, str]:
-        """Redact the body lines of a PEM key whose BEGIN line came in an earlier call."""
-        done: list[str] = []
-        lines = text.splitlines(keepends=True)
-        for number, line in enumerate(lines):
-            content = line.rstrip("\r\n")
-            ending = line[len(content) :]
-            end = _PEM_END.search(content)
-            if end:
-                before = content[: end.start()]
-                secret = self._marker("private_key", before) if before.strip() else before
-                done.append(secret + content[end.start() :] + ending)
-                self._pem_open = False
-                return "".join(done), "".join(lines[number + 1 :])
-            if not _PEM_BODY.fullmatch(content):
-                self._pem_open = False
-                return "".join(done), "".join(lines[number:])
-            body = content.strip()
-            done.append(self._marker("private_key", content) + ending if body else line)
-        return "".join(done), ""
+        def shape(match: re.Match[str]) -> str:
+            index = match.lastindex
+            group = rules.shape_groups[index] if index is not None else None
+            if group is None or index is None or not match.group(index):
+                return match.group()
+            start, end = match.span(index)
+            whole, base = match.group(), match.start()
+            secret = self._marker(group.rule.id, match.group(index))
+            return whole[: start - base] + secret + whole[end - base :]
+
+        text = rules.shapes.sub(shape, text)
+        for secret in self._longest_first:
+            if secret in text:
+                text = text.replace(secret, self._marker(self._known[secret], secret))
+        return text
+
+    def _continue_spill(self, text: str, out: list[str]) -> int:
+        """The rest of a secret cut at the end of the previous piece of the same line."""
+        group, self._spill = self._spill, None
+        assert group is not None
+        run = re.compile(group.spill).match(text)
+        end = run.end() if run else 0
+        if end:
+            out.append(self._marker(group.rule.id, text[:end]))
+        return end
+
+    # -- lines after a secret that spans lines --------------------------------------------------
+
+    def _continue_line(self, line: str) -> tuple[str, int]:
+        """One line under a multi-line state: its redacted head, and where normal scanning
+        resumes in it (the state is cleared when the secret has ended)."""
+        start, end = envelope(line)
+        if isinstance(self._state, PemBlock):
+            return self._pem_line(self._state, line, start, end)
+        assert self._state is not None
+        return self._pending_line(self._state, line, start, end)
+
+    def _pem_line(self, state: PemBlock, line: str, start: int, end: int) -> tuple[str, int]:
+        close = PEM_END.search(line, start, end)
+        if close is not None:
+            self._state = None
+            body_start, body_end = trim(line, start, close.start())
+            if body_start >= body_end:
+                return line[: close.end()], close.end()
+            secret = self._marker(_PRIVATE_KEY, line[body_start:body_end])
+            return line[:body_start] + secret + line[body_end : close.end()], close.end()
+        if PEM_BODY.fullmatch(line, start, end):
+            body_start, body_end = trim(line, start, end)
+            if body_start >= body_end:
+                return line, len(line)
+            state.misses = 0
+            secret = self._marker(_PRIVATE_KEY, line[body_start:body_end])
+            return line[:body_start] + secret + line[body_end:], len(line)
+        state.misses += 1
+        if state.misses > _PEM_MAX_MISSES:
+            self._state = None
+            return "", 0
+        # An interleaved line, or a body line with an envelope not known here: the other rules,
+        # then every run of base64 long enough to be key material.
+        scanned = self._isolated(line)
+        return LONG_RUN.sub(self._key_run, scanned), len(line)
+
+    def _key_run(self, match: re.Match[str]) -> str:
+        run = match.group()
+        if any(c.isdigit() for c in run) and any(c.isalpha() for c in run):
+            return self._marker(_PRIVATE_KEY, run)
+        return run
+
+    def _pending_line(
+        self, state: PendingValue, line: str, start: int, end: int
+    ) -> tuple[str, int]:
+        at = start + indentation(line, start)
+        if at >= end:  # a blank line: the value may still come
+            state.lines += 1
+            if state.lines > _PENDING_MAX_LINES and state.role != "block":
+                self._state = None
+            return line, len(line)
+        handler: Callable[[PendingValue, str, int, int], tuple[str, int]] = {
+            "separator": self._pending_separator,
+            "value": self._pending_value,
+            "argument": self._pending_argument,
+            "list": self._pending_list,
+            "pair": self._pending_pair,
+            "block": self._pending_block,
+        }[state.role]
+        return handler(state, line, at, end)
+
+    def _secret_at(self, rule_id: str, line: str, match: re.Match[str]) -> str:
+        """The line up to the end of match, its value group replaced by a marker."""
+        start, end = _value_span(match)
+        return line[:start] + self._marker(rule_id, line[start:end]) + line[end : match.end()]
+
+    def _pending_separator(
+        self, state: PendingValue, line: str, at: int, end: int
+    ) -> tuple[str, int]:
+        if line[at] not in ":=":
+            self._state = None
+            return "", 0
+        state.role = "value"
+        after = at + 1
+        if after + indentation(line, after) >= end:
+            return line, len(line)
+        return self._pending_value(state, line, after + indentation(line, after), end)
+
+    def _pending_value(self, state: PendingValue, line: str, at: int, end: int) -> tuple[str, int]:
+        self._state = None
+        if line.startswith("[", at):
+            self._state = PendingValue(state.rule_id, "list")
+            return self._pending_list(self._state, line, at + 1, end)
+        quoted = QUOTED.match(line, at, end)
+        if quoted is not None:
+            return self._secret_at(state.rule_id, line, quoted), quoted.end()
+        bare = BARE_TO_END.fullmatch(line, at, end)
+        if bare is not None:
+            return self._secret_at(state.rule_id, line, bare), bare.end()
+        return "", 0
+
+    def _pending_argument(
+        self, state: PendingValue, line: str, at: int, end: int
+    ) -> tuple[str, int]:
+        self._state = None
+        if _option_like(line[at:end].split(maxsplit=1)[0]):
+            return "", 0
+        value = QUOTED.match(line, at, end) or BARE_ARGUMENT.match(line, at, end)
+        if value is None:
+            return "", 0
+        head = self._secret_at(state.rule_id, line, value)
+        more, position = self._more_values(state.rule_id, line, value.end())
+        return head + more, position
+
+    def _pending_list(self, state: PendingValue, line: str, at: int, end: int) -> tuple[str, int]:
+        if not LIST_LINE.fullmatch(line, at, end):  # not list items: the list is over
+            self._state = None
+            return "", 0
+        pieces, position = [line[:at]], at
+        while position < end:
+            item = LIST_ITEM.match(line, position, end)
+            if item is None:
+                break
+            if item.group("close") is not None:
+                self._state = None
+                pieces.append(line[position : item.end()])
+                return "".join(pieces), item.end()
+            pieces.append(self._secret_at(state.rule_id, line, item)[position:])
+            position = item.end()
+        state.lines += 1
+        if state.lines > _LIST_MAX_LINES:
+            self._state = None
+        pieces.append(line[position:])
+        return "".join(pieces), len(line)
+
+    def _pending_pair(self, state: PendingValue, line: str, at: int, end: int) -> tuple[str, int]:
+        self._state = None
+        key = PAIR_VALUE.match(line, at, end)
+        if key is None:
+            return "", 0
+        head, resume = self._pending_value(state, line, key.end(), end)
+        return (head, resume) if resume else ("", 0)
+
+    def _pending_block(self, state: PendingValue, line: str, at: int, end: int) -> tuple[str, int]:
+        depth = at - envelope(line)[0]
+        if state.block_indent < 0 and depth > state.indent:
+            state.block_indent = depth
+        if state.block_indent < 0 or depth < state.block_indent:
+            self._state = None
+            return "", 0
+        body_end = trim(line, at, end)[1]
+        return line[:at] + self._marker(state.rule_id, line[at:body_end]) + line[body_end:], len(
+            line
+        )
+
+    # -- values without a line around them ---------------------------------------------------
+
+    def _isolated(self, text: str) -> str:
+        """Text rules over one value (a JSON string, an argv token): no state in or out."""
+        saved, self._state, spill, self._spill = self._state, None, self._spill, None
+        try:
+            return self._redact(text, final=True)[0]
+        finally:
+            self._state, self._spill = saved, spill
+
+    @staticmethod
+    def _encode(text: str) -> bytes:
+        return text.encode("utf-8", errors="surrogateescape")
 
     def _secret_name(self, name: str) -> str | None:
-        return next((rule_id for rule_id, rx in self._names if rx.fullmatch(name)), None)
+        return next((rule_id for rule_id, rx in self._rules.names if rx.fullmatch(name)), None)
 
-    def _secret_option(self, option: str) -> str | None:
-        return next((rule_id for rule_id, rx in self._options if rx.fullmatch(option)), None)
+    def _secret_key(self, key: str) -> tuple[str, str | None] | None:
+        """The rule of a JSON key that holds a secret (an env-style name, also as the last part of
+        a dotted or slashed key, a header, an option) and the prefix its value keeps."""
+        if key.startswith("-") and (rule := self._secret_option(key, ())):
+            return rule.id, None
+        for rule, header in self._rules.headers:
+            if header.fullmatch(key):
+                return rule.id, rule.keep_prefix
+        last = _KEY_SEGMENTS.split(key)[-1]
+        for candidate in (key, key.replace("-", "_"), last, last.replace("-", "_")):
+            if rule_id := self._secret_name(candidate):
+                return rule_id, None
+        return None
+
+    def _secret_option(self, option: str, before: Sequence[str]) -> RedactionRule | None:
+        """The rule of a secret option, when the words before it give it its meaning."""
+        for entry in self._rules.options:
+            if not entry.option.fullmatch(option):
+                continue
+            if entry.context is None or entry.context.search(" ".join(before)):
+                return entry.rule
+        return None
 
     def _env_value(self, name: str, value: str) -> str | None:
         rule_id = self._secret_name(name)
         if rule_id is not None:
             return self._marker(rule_id, value)
         if self._redaction.allowed(name):
-            return self._scan(value)
+            return self._isolated(value)
         return None
 
     def _env_item(self, item: str) -> str:
         name, sep, value = item.partition("=")
         if not sep:
-            return self._scan(item)
+            return self._isolated(item)
         kept = self._env_value(name, value)
         if kept is not None:
             return f"{name}={kept}"
@@ -376,12 +669,14 @@ class Redactor:
 
     def _argv(self, argv: Sequence[str], command: bool) -> list[str]:
         out: list[str] = []
-        secret_rule: str | None = None  # the option before took a value (argparse nargs="+")
+        secret_rule: RedactionRule | None = None  # the option before takes this value
         env_next = False
         leading = command
-        for token in argv:
+        for index, token in enumerate(argv):
             if secret_rule is not None and not _option_like(token):
-                out.append(self._marker(secret_rule, token))
+                out.append(self._marker(secret_rule.id, token))
+                if not secret_rule.multiple:
+                    secret_rule = None
                 continue
             secret_rule = None
             if env_next:
@@ -398,24 +693,24 @@ class Redactor:
                 out.append(token)
             elif command and option == "--env" and sep:
                 out.append(f"--env={self._env_item(value)}")
-            elif option.startswith("-") and (rule_id := self._secret_option(option)):
+            elif option.startswith("-") and (rule := self._secret_option(option, argv[:index])):
                 if sep:
-                    out.append(f"{option}={self._marker(rule_id, value)}")
+                    out.append(f"{option}={self._marker(rule.id, value)}")
                 else:
-                    secret_rule = rule_id
+                    secret_rule = rule
                     out.append(token)
             else:
-                out.append(self._scan(token))
+                out.append(self._isolated(token))
         return out
 
     def _json(self, value: Any, key: str | None) -> Any:
         if isinstance(value, str):
-            return self._scan(value)
+            return self._json_string(value)
         if isinstance(value, Mapping):
             if isinstance(value.get("name"), str) and "value" in value:
                 return self._env_pair(value)
             return {
-                (self._scan(k) if isinstance(k, str) else k): self._json_member(k, v)
+                (self._isolated(k) if isinstance(k, str) else k): self._json_member(k, v)
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
@@ -424,24 +719,53 @@ class Redactor:
             return [self._json(item, key) for item in value]
         return value
 
+    def _json_string(self, value: str) -> str:
+        """A string value; one that holds a JSON object or array is redacted as a document."""
+        stripped = value.strip()
+        if (
+            len(stripped) > 1
+            and len(stripped) <= _EMBEDDED_JSON_MAX
+            and (stripped[0], stripped[-1]) in (("{", "}"), ("[", "]"))
+        ):
+            try:
+                document = parse_json(stripped, "a JSON string inside JSON")
+            except JsonError:
+                pass
+            else:
+                inner = json.dumps(
+                    self._json(document, None), ensure_ascii=False, separators=(",", ":")
+                )
+                start = value.index(stripped[0])
+                return value[:start] + inner + value[start + len(stripped) :]
+        return self._isolated(value)
+
     def _json_member(self, key: Any, value: Any) -> Any:
         if not isinstance(key, str):
             return self._json(value, None)
-        rule_id = self._secret_name(key)
-        if rule_id is not None:
-            return self._secret_values(rule_id, value, lambda v: self._json(v, key))
+        secret = self._secret_key(key)
+        if secret is not None:
+            rule_id, keep = secret
+            return self._secret_values(rule_id, value, lambda v: self._json(v, key), keep)
         if key == "Env" and isinstance(value, list) and all(isinstance(i, str) for i in value):
             return self.env_items(value)
         return self._json(value, key)
 
-    def _secret_values(self, rule_id: str, value: Any, otherwise: Callable[[Any], Any]) -> Any:
+    def _secret_values(
+        self,
+        rule_id: str,
+        value: Any,
+        otherwise: Callable[[Any], Any],
+        keep: str | None = None,
+    ) -> Any:
         """A value under a secret name: strings, numbers and lists of them become markers."""
         if isinstance(value, str):
-            return self._marker(rule_id, value)
+            kept = re.match(keep, value, re.IGNORECASE) if keep else None
+            prefix = kept.group() if kept else ""
+            return prefix + self._marker(rule_id, value[len(prefix) :])
         if isinstance(value, int | float) and not isinstance(value, bool):
             return self._marker(rule_id, str(value))
         if isinstance(value, list) and all(isinstance(i, str | int | float) for i in value):
-            return [self._secret_values(rule_id, item, otherwise) for item in value]
+            return [self._secret_values(rule_id, item, otherwise, keep) for item in value]
         return otherwise(value)
 
     def _env_pair(self, pair: Mapping[str, Any]) -> dict[str, Any]:
@@ -458,4 +782,34 @@ class Redactor:
         else:
             self._counts["omitted"] += 1
             kept = OMITTED
-        return {"name": name, "value": kept, **out}
+        return {"name": self._isolated(name), "value": kept, **out}
+
+
+class _Candidates:
+    """Where a match may start: the prefilter on the UTF-8 bytes (a hit is kept until the scan
+    passes it), or Python alone for text RE2 cannot read (lone surrogates)."""
+
+    def __init__(
+        self, text: str, prefilter: Any, pattern: re.Pattern[str], literals: Sequence[str]
+    ) -> None:
+        self._text, self._prefilter = text, prefilter
+        self._pattern, self._literals = pattern, literals
+        try:
+            self._data: bytes | None = text.encode("utf-8")
+        except UnicodeEncodeError:
+            self._data = None
+        self._offsets = _Offsets(text, self._data) if self._data is not None else None
+        self._hit = -1  # byte offset of the last prefilter hit, or len(data) for none left
+
+    def next(self, position: int) -> int:
+        """The first possible start at or after position, or -1."""
+        if self._data is None or self._offsets is None:
+            found = self._pattern.search(self._text, position)
+            starts = [found.start()] if found is not None else []
+            starts += [self._text.find(secret, position) for secret in self._literals]
+            return min((start for start in starts if start >= 0), default=-1)
+        byte = self._offsets.byte(position)
+        if self._hit < byte:
+            found = self._prefilter.search(self._data, byte)
+            self._hit = len(self._data) if found is None else found.start()
+        return -1 if self._hit == len(self._data) else self._offsets.char(self._hit)

@@ -1,23 +1,33 @@
 """Run the read-only commands of `collect`, and nothing else: an explicit allow-list of shapes.
 
 A probe asks for a command by name with its parameters; the argv is built from the template, so a
-command outside the list cannot be formed. Each run has a deadline and an output cap; on timeout
-the whole process group is killed, so a hanging tool cannot hold the bundle back.
+command outside the list cannot be formed. Each run has a deadline and keeps at most `output_cap`
+bytes of output: the first and the last halves, with one line saying what was left out between
+them (the first error of a log is near its start, the exit near its end). When the command ends,
+times out or collect is interrupted, every process it started is killed (see processes.py), and
+cleanup() removes the raw, unredacted outputs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
+import selectors
 import shutil
-import signal
 import subprocess
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
+
+from vllm_triage.collect.excerpt import LINE_SEARCH, cut_line, head_end, tail_start
+from vllm_triage.collect.processes import MARKER_ENV, Tracked, kill_marked
 
 # The script `--probe-image` runs in a throwaway container: prints versions, changes nothing.
 IMAGE_PROBE_SCRIPT = (
@@ -153,8 +163,16 @@ _BY_NAME = {command.name: command for command in ALLOWED_COMMANDS}
 _FIXED_PARAMETERS = {"script": IMAGE_PROBE_SCRIPT}
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
-DEFAULT_OUTPUT_CAP = 256 * 1024 * 1024
-_POLL_SECONDS = 0.02
+# Per command: the first and the last halves of this many bytes are kept (a 5 GB `docker logs`
+# becomes 32 MiB and a note), which also bounds how long redacting the bundle takes.
+DEFAULT_OUTPUT_CAP = 32 * 1024 * 1024
+_READ_SIZE = 64 * 1024
+_STDERR_KEPT = 8192
+# After the command's process exits, how long its pipes may still deliver before whatever holds
+# them open (a child that outlived it) is killed.
+_DRAIN_SECONDS = 0.5
+_RECORD_SECONDS = 0.25
+_POLL_SECONDS = 0.05
 
 
 class CommandNotAllowed(ValueError):
@@ -172,11 +190,23 @@ class CommandResult:
     duration_s: float
     timed_out: bool = False
     missing: bool = False
-    truncated: bool = False
+    total_bytes: int = 0
+    omitted_bytes: int = 0
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.missing
+        return (
+            self.returncode == 0
+            and not self.timed_out
+            and not self.missing
+            and not self.interrupted
+        )
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the middle of the output was left out (it was larger than the cap)."""
+        return self.omitted_bytes > 0
 
     def text(self) -> str:
         """The standard output as text (undecodable bytes kept through surrogateescape)."""
@@ -189,12 +219,72 @@ class CommandResult:
         program = self.argv[0]
         if self.missing:
             return f"{program} is not installed (not on PATH)"
+        if self.interrupted:
+            return f"`{' '.join(self.argv)}` was not run: collect is stopping"
         if self.timed_out:
             return f"`{' '.join(self.argv)}` did not finish within {self.duration_s:.1f} s"
         last = next((line for line in reversed(self.stderr.splitlines()) if line.strip()), "")
         return f"`{' '.join(self.argv)}` exited {self.returncode}" + (
             f": {last[:300]}" if last else ""
         )
+
+    def cut_note(self) -> str:
+        """What the cap left out, for the manifest's notes."""
+        return (
+            f"`{' '.join(self.argv)}` printed {self.total_bytes} bytes; the middle "
+            f"{self.omitted_bytes} bytes were left out (its first and last parts are kept)"
+        )
+
+
+class _Capture:
+    """A command's standard output into a file as excerpt.py keeps a log: the first half of the
+    cap as it comes, the last half in memory (older chunks dropped), the cut line between."""
+
+    def __init__(self, handle: BinaryIO, cap: int) -> None:
+        self.handle = handle
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = 0
+        self.total = 0
+        self.omitted = 0
+        self._tail: list[bytes] = []
+        self._tail_size = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self.head < self.head_cap:
+            taken = chunk[: self.head_cap - self.head]
+            self.handle.write(taken)
+            self.head += len(taken)
+            chunk = chunk[len(taken) :]
+        if chunk:
+            self._tail.append(chunk)
+            self._tail_size += len(chunk)
+            while self._tail_size - len(self._tail[0]) >= self.tail_cap:
+                self._tail_size -= len(self._tail.pop(0))
+
+    def finish(self) -> None:
+        tail = b"".join(self._tail)
+        self._tail = []
+        if self.total <= self.head_cap + self.tail_cap:
+            self.handle.write(tail)
+            return
+        tail = tail[-self.tail_cap :]
+        self.handle.seek(max(0, self.head - LINE_SEARCH))
+        kept_head = head_end(self.handle.read(), self.head)
+        tail = tail[tail_start(tail, 0) :]
+        self.handle.seek(kept_head)
+        self.handle.truncate()
+        self.omitted = self.total - kept_head - len(tail)
+        self.handle.write(cut_line(self.omitted, self.total, kept_head, len(tail)) + tail)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the process has exited, without reaping it (its pid and group stay ours)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 @dataclass
@@ -203,13 +293,29 @@ class CommandRunner:
 
     path: str | None = None
     output_cap: int = DEFAULT_OUTPUT_CAP
-    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="vllm-triage-")))
+    scratch: Path | None = None  # the raw outputs' folder, made private at the first command
     history: list[list[str]] = field(default_factory=list)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     _sequence: Iterator[int] = field(default_factory=itertools.count, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _live: dict[int, Tracked] = field(default_factory=dict, repr=False)
+    _closed: bool = field(default=False, repr=False)
+
+    def stop(self) -> None:
+        """No command starts after this, and every process any command started is killed (the
+        outputs captured so far stay, for the bundle). Safe more than once, from any thread."""
+        with self._lock:
+            self._closed = True
+            live = list(self._live.values())
+        for tracked in live:
+            tracked.kill()
+        kill_marked(f"{MARKER_ENV}={self.run_id}:")
 
     def cleanup(self) -> None:
-        """Remove the raw (unredacted) outputs; collect calls it once the bundle is written."""
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        """stop(), then remove the raw (unredacted) outputs."""
+        self.stop()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def argv(self, name: str, **parameters: str) -> list[str]:
         """The argv of an allow-listed command with its parameters filled in."""
@@ -232,61 +338,108 @@ class CommandRunner:
         executable = shutil.which(argv[0], path=self.path if self.path is not None else None)
         if executable is None:
             return CommandResult(argv, None, None, "", 0.0, missing=True)
-        self.scratch.mkdir(mode=0o700, exist_ok=True)
-        number = next(self._sequence)  # atomic: probes run commands from several threads
-        output = self.scratch / f"{number:03d}-{name}.out"
-        errors = self.scratch / f"{number:03d}-{name}.err"
-        env = dict(os.environ)
-        if self.path is not None:
-            env["PATH"] = self.path
         started = time.monotonic()
-        with output.open("wb") as out, errors.open("wb") as err:
+        with self._lock:  # no command starts once cleanup() began; each is known to it
+            if self._closed:
+                return CommandResult(argv, None, None, "", 0.0, interrupted=True)
+            if self.scratch is None:
+                self.scratch = Path(tempfile.mkdtemp(prefix="vllm-triage-"))
+            number = next(self._sequence)
+            output = self.scratch / f"{number:03d}-{name}.out"
+            env = dict(os.environ, **{MARKER_ENV: f"{self.run_id}:{number}"})
+            if self.path is not None:
+                env["PATH"] = self.path
             try:
+                handle = output.open("w+b")
                 process = subprocess.Popen(
                     [executable, *argv[1:]],
                     stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
                     env=env,
                     start_new_session=True,
                 )
             except OSError as exc:
                 return CommandResult(argv, None, None, str(exc), 0.0)
-            timed_out, truncated = self._wait(process, output, started + max(timeout, 0.0))
-        duration = time.monotonic() - started
-        if truncated:
-            with output.open("r+b") as handle:
-                handle.truncate(self.output_cap)
-        stderr = errors.read_bytes()[-8192:].decode("utf-8", errors="replace")
+            tracked = self._live[number] = Tracked(process.pid, f"{self.run_id}:{number}")
+        capture = _Capture(handle, self.output_cap)
+        stderr = bytearray()
+        try:
+            timed_out = self._pump(process, tracked, capture, stderr, started + max(timeout, 0.0))
+        finally:
+            tracked.kill()  # before reaping: the pid and the group are still the command's
+            self._drain(process, capture, stderr)
+            with tracked.reaping():
+                process.wait()
+            with self._lock:
+                self._live.pop(number, None)
+            with contextlib.suppress(OSError):
+                capture.finish()
+            handle.close()
         return CommandResult(
             argv,
             None if timed_out else process.returncode,
             output,
-            stderr,
-            duration,
+            bytes(stderr).decode("utf-8", errors="replace"),
+            time.monotonic() - started,
             timed_out=timed_out,
-            truncated=truncated,
+            total_bytes=capture.total,
+            omitted_bytes=capture.omitted,
         )
 
-    def _wait(
-        self, process: subprocess.Popen[bytes], output: Path, deadline: float
-    ) -> tuple[bool, bool]:
-        """Wait for the process; kill its group at the deadline or when the output passes the cap."""
-        while True:
-            try:
-                process.wait(timeout=_POLL_SECONDS)
-                return False, output.stat().st_size > self.output_cap
-            except subprocess.TimeoutExpired:
-                pass
-            over_cap = output.stat().st_size > self.output_cap
-            if time.monotonic() >= deadline or over_cap:
-                _kill_group(process)
-                return not over_cap, over_cap
+    @staticmethod
+    def _pump(
+        process: subprocess.Popen[bytes],
+        tracked: Tracked,
+        capture: _Capture,
+        stderr: bytearray,
+        deadline: float,
+    ) -> bool:
+        """Read the command's output until it ends; True when the deadline came first."""
+        assert process.stdout is not None and process.stderr is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ, capture)
+            selector.register(process.stderr, selectors.EVENT_READ, None)
+            exited_at: float | None = None
+            record_at = time.monotonic() + _RECORD_SECONDS
+            while selector.get_map():
+                now = time.monotonic()
+                if now >= deadline:
+                    return True
+                if exited_at is None and _exited(process.pid):
+                    exited_at = now
+                if exited_at is not None and now - exited_at > _DRAIN_SECONDS:
+                    return False  # a child outlived it, holding the pipe: killed by the caller
+                if now >= record_at:
+                    tracked.record()
+                    record_at = now + _RECORD_SECONDS
+                for key, _ in selector.select(min(deadline - now, _POLL_SECONDS)):
+                    chunk = os.read(key.fd, _READ_SIZE)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    elif key.data is capture:
+                        capture.add(chunk)
+                    else:
+                        stderr += chunk
+                        del stderr[:-_STDERR_KEPT]
+        while not _exited(process.pid):
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(_POLL_SECONDS / 5)
+        return False
 
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()
-    process.wait()
+    @staticmethod
+    def _drain(process: subprocess.Popen[bytes], capture: _Capture, stderr: bytearray) -> None:
+        """What the pipes still hold once every writer is dead, then close them."""
+        for stream, sink in ((process.stdout, capture), (process.stderr, None)):
+            if stream is None:
+                continue
+            with contextlib.suppress(OSError):
+                os.set_blocking(stream.fileno(), False)
+                while chunk := os.read(stream.fileno(), _READ_SIZE):
+                    if sink is not None:
+                        sink.add(chunk)
+                    else:
+                        stderr += chunk
+                        del stderr[:-_STDERR_KEPT]
+            stream.close()

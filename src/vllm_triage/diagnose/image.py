@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_triage.errors import InputError
+from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase
+from vllm_triage.safejson import read_json_file
 from vllm_triage.versions import CudaVersion, VersionError
 
 _REQUIRE_CUDA = re.compile(r"cuda>=([0-9]+\.[0-9]+)")
-_RELEASE_TAG = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)")
+_RELEASE_TAG = re.compile(r"^v?([0-9]{1,6})\.([0-9]{1,6})\.([0-9]{1,6})")
+# `docker image inspect` output is a few KiB to tens of KiB (its history and layer list included).
+MAX_CONFIG_BYTES = 4 * 1024**2
 
 
 class ImageError(InputError):
@@ -48,21 +51,21 @@ def _config_section(document: Any) -> dict[str, Any]:
 
 def image_cuda_from_config(path: Path) -> ImageCuda:
     """Read CUDA_VERSION / NVIDIA_REQUIRE_CUDA from an image config JSON file."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ImageError(f"{path}: not a JSON image config ({exc.__class__.__name__})") from None
-    return image_cuda_from_document(document, str(path))
+    where = display_name(path)
+    document = read_json_file(path, where, max_bytes=MAX_CONFIG_BYTES)
+    return image_cuda_from_document(document, where)
 
 
 def image_env(document: Any) -> dict[str, str]:
     """The environment of a parsed image config (docker image inspect or OCI)."""
+    items = _config_section(document).get("Env") or []
+    if not isinstance(items, list):
+        raise ImageError("image config: Env is not a list of NAME=value strings")
     env = {}
-    for item in _config_section(document).get("Env") or []:
-        key, _, value = str(item).partition("=")
-        env[key] = value
+    for item in items:
+        if isinstance(item, str):
+            key, _, value = item.partition("=")
+            env[key] = value
     return env
 
 

@@ -8,7 +8,6 @@ normalised. Memory stays bounded whatever the file size or line length.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -18,6 +17,7 @@ from typing import BinaryIO
 import re2
 
 from vllm_triage.errors import InputError
+from vllm_triage.safejson import JsonError, parse_json
 
 BLOCK_SIZE = 8 << 20
 MAX_LINE_BYTES = 64 << 10
@@ -62,10 +62,11 @@ def normalize(raw: bytes, number: int) -> LogLine:
     text = _ANSI.sub("", text).replace("\r", "")
     if text.startswith('{"log":'):
         # Docker's json-file driver: the message (with its own colour codes) is inside "log".
-        with contextlib.suppress(json.JSONDecodeError, AttributeError, RecursionError):
-            decoded = str(json.loads(text).get("log", text)).rstrip("\n")
-            decoded = decoded.encode("utf-8", errors="replace").decode("utf-8")
-            text = _ANSI.sub("", decoded).replace("\r", "")
+        with contextlib.suppress(JsonError):
+            document = parse_json(text, "a json-file log line")
+            if isinstance(document, dict):
+                decoded = str(document.get("log", text)).rstrip("\n")
+                text = _ANSI.sub("", decoded).replace("\r", "")
     stripped = True
     while stripped:
         stripped = False

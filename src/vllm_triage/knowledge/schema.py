@@ -421,6 +421,13 @@ class RedactionRule(Row):
     match: str
     keep_prefix: str | None = None
     exceptions: list[str] = Field(default_factory=list)
+    context: str | None = Field(
+        default=None,
+        description="argument rules: what must come before the option (`docker login` for -p)",
+    )
+    multiple: bool = Field(
+        default=False, description="argument rules: the option takes one or more values"
+    )
     explanation: str
     examples: Examples
 
@@ -468,6 +475,15 @@ class RedactionRule(Row):
             raise ValueError(f"{self.id}: only name rules have exceptions")
         if self.keep_prefix is not None and self.kind != "header":
             raise ValueError(f"{self.id}: only header rules have keep_prefix")
+        if (self.context is not None or self.multiple) and self.kind != "argument":
+            raise ValueError(f"{self.id}: only argument rules have context or multiple")
+        if self.context is not None:
+            if _compiled(self.context).groups:
+                raise ValueError(f"{self.id}: context {self.context!r} must not define groups")
+            try:
+                re2.compile(re2_superset(self.context))
+            except Exception as exc:
+                raise ValueError(f"{self.id}: no RE2 prefilter can be made of it: {exc}") from exc
         return self
 
 

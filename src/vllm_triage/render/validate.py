@@ -48,7 +48,10 @@ def _figures(result: RungResult) -> str:
 
 def validate_renderable(result: ValidateResult) -> RenderableType:
     run = result.run
-    table = Table(title=f"validate {run.url} ({run.model or 'no model'})", title_justify="left")
+    # Text, not str, for whatever came from the server: "[...]" in it is text, not rich markup.
+    table = Table(
+        title=Text(f"validate {run.url} ({run.model or 'no model'})"), title_justify="left"
+    )
     for column in ("rung", "status", "seconds", "reason", "figures"):
         table.add_column(column, overflow="fold")
     for rung in run.rungs:
@@ -56,8 +59,8 @@ def validate_renderable(result: ValidateResult) -> RenderableType:
             rung.name,
             Text(rung.status, style=_STYLE[rung.status]),
             f"{rung.duration_s:.2f}",
-            "; ".join(filter(None, [rung.reason, *rung.findings])),
-            _figures(rung),
+            Text("; ".join(filter(None, [rung.reason, *rung.findings]))),
+            Text(_figures(rung)),
         )
     verdict = Text()
     verdict.append(

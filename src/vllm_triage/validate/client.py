@@ -1,24 +1,60 @@
-"""The HTTP client of `validate`: httpx with bounded timeouts and connection limits, an overall
-deadline per request, and SSE parsing that times the first content-bearing event exactly.
+"""The HTTP client of `validate`: httpx with connection limits, a total deadline per request (see
+transport.py), bodies read within size caps (body.py) and checked against their shapes (wire.py),
+and SSE parsing that times the first content-bearing event exactly.
 
-It never raises for what a server does (errors, cut streams, malformed events): each request
-ends in a RequestRecord whose `error` says what happened, so no failure is counted as a success
-or dropped from the statistics.
+It never raises for what a server does (errors, cut streams, malformed or oversized events): a
+chat request ends in a RequestRecord whose `error` says what happened, so no failure is counted
+as a success or dropped from the statistics; the other requests raise ReplyError, one line.
+Nothing a server says back is recorded before the credentials are masked out of it.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from vllm_triage.safejson import JsonError, parse_json
+from vllm_triage.validate import wire
+from vllm_triage.validate.body import (
+    ACCEPT_ENCODING,
+    BodyError,
+    decoded_chunks,
+    lines,
+    read_body,
+    read_head,
+)
+from vllm_triage.validate.credentials import Credentials
 from vllm_triage.validate.models import RequestRecord
+from vllm_triage.validate.transport import DeadlineTransport, deadline_scope
 
 _CONNECT_TIMEOUT = 5.0
 _REQUEST_CAP = 600.0
+_CHAT = "/v1/chat/completions"
+# Caps on what a server may send (decoded bytes). A real answer of the ladder is a few KB.
+BODY_CAP = 4 * 1024 * 1024  # one JSON answer: /v1/models, a chat completion, /tokenize
+METRICS_CAP = 4 * 1024 * 1024  # /metrics: ~2 s to parse at this size; a real page is < 1 MB
+STREAM_CAP = 4 * 1024 * 1024  # a whole SSE stream
+LINE_CAP = 256 * 1024  # one SSE line
+_ERROR_QUOTE = 64 * 1024  # the head of an error page, to quote from
+_AFTER_FIRST_TOKEN = "after the first token"
+_AFTER_HEADERS = "its body was still arriving"
+# Inter-token gaps kept per request: far more than the ladder's answers have tokens.
+MAX_GAPS = 4096
+
+
+class ReplyError(Exception):
+    """A request without a usable answer (transport, deadline, status, size, shape); one line.
+
+    `unreachable` when no connection could be made at all."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 @dataclass
@@ -39,56 +75,138 @@ class Answer:
     error_body: str = ""
 
 
-def _error_text(response: httpx.Response) -> str:
-    """The server's error message (OpenAI-style JSON or plain text), one line."""
-    try:
-        document = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return " ".join(response.text.split())[:300]
-    if isinstance(document, dict):
-        error = document.get("error", document)
-        if isinstance(error, dict):
-            return str(error.get("message") or error.get("detail") or error)[:300]
-        return str(error)[:300]
-    return str(document)[:300]
+@dataclass
+class _Assembly:
+    """A streamed answer in pieces, joined once at the end (no quadratic string growth)."""
+
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: list[tuple[StreamedToolCall, list[str]]] = field(default_factory=list)
+
+    def absorb(self, chunk: wire.ChatCompletionChunk, record: RequestRecord) -> bool:
+        """Fold one event in; True when it carried content (text, reasoning, tool calls)."""
+        if not chunk.choices:
+            return False
+        choice = chunk.choices[0]
+        if choice.finish_reason:
+            record.finish_reason = choice.finish_reason
+        delta = choice.delta
+        if delta is None:
+            return False
+        carried = False
+        if delta.content:
+            self.content.append(delta.content)
+            carried = True
+        if delta.thinking:
+            self.reasoning.append(delta.thinking)
+            carried = True
+        for part in delta.tool_calls or ():
+            index = len(self.calls) if part.index is None else part.index
+            if index >= wire.MAX_TOOL_CALLS:
+                raise wire.WireError(
+                    f"SSE event: more than {wire.MAX_TOOL_CALLS} tool calls in one answer"
+                )
+            while len(self.calls) <= index:
+                self.calls.append((StreamedToolCall(), []))
+            call, arguments = self.calls[index]
+            function = part.function or wire.Function()
+            call.id = call.id or part.id
+            call.name = call.name or function.name
+            arguments.append(function.arguments or "")
+            carried = True
+        return carried
+
+    def answer(self) -> Answer:
+        calls = [
+            StreamedToolCall(call.id, call.name, "".join(arguments))
+            for call, arguments in self.calls
+        ]
+        return Answer("".join(self.content), "".join(self.reasoning), calls)
 
 
 class Client:
-    """One connection pool to the server under test; thread-safe (httpx.Client is)."""
+    """One connection pool to the server under test; thread-safe (httpx.Client is).
+
+    Credentials in the URL (`http://user:password@host`) are sent as basic auth, the API key as
+    a bearer token; `base_url` is the URL without them."""
 
     def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        max_connections: int = 64,
-        transport: httpx.BaseTransport | None = None,
+        self, base_url: str, api_key: str | None = None, max_connections: int = 64
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        bare, self.credentials = Credentials.split(base_url, api_key)
+        self.base_url = bare.rstrip("/")
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
         self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
+            base_url=self.base_url,
             headers=headers,
+            auth=self.credentials.auth,
             timeout=httpx.Timeout(60.0, connect=_CONNECT_TIMEOUT),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            transport=transport,
+            transport=DeadlineTransport(limits),
         )
         self.started = time.monotonic()
 
     def close(self) -> None:
         self._http.close()
 
-    @staticmethod
-    def _timeout(deadline: float) -> httpx.Timeout:
+    @contextlib.contextmanager
+    def _open(
+        self, method: str, path: str, deadline: float, body: dict[str, Any] | None = None
+    ) -> Iterator[httpx.Response]:
+        """A response whose headers came; reading its body inside the block keeps the deadline."""
         remaining = max(0.05, min(deadline - time.monotonic(), _REQUEST_CAP))
-        return httpx.Timeout(remaining, connect=min(_CONNECT_TIMEOUT, remaining))
+        timeout = httpx.Timeout(remaining, connect=min(_CONNECT_TIMEOUT, remaining))
+        with (
+            deadline_scope(time.monotonic() + remaining),
+            self._http.stream(method, path, json=body, timeout=timeout) as response,
+        ):
+            yield response
 
-    def get(self, path: str, deadline: float) -> httpx.Response:
-        """GET with the deadline; raises httpx errors (the caller says which rung failed)."""
-        return self._http.get(path, timeout=self._timeout(deadline))
+    def fetch(
+        self,
+        path: str,
+        deadline: float,
+        body: dict[str, Any] | None = None,
+        cap: int = BODY_CAP,
+    ) -> bytes:
+        """The body of a 200 answer to GET (or POST of `body`); ReplyError for anything else."""
+        answered = False
+        try:
+            with self._open("GET" if body is None else "POST", path, deadline, body) as response:
+                answered = True
+                if response.status_code != 200:
+                    quote = self._quote(response)
+                    raise ReplyError(
+                        f"{path} answered HTTP {response.status_code}"
+                        + (f": {quote}" if quote else "")
+                    )
+                return read_body(response, cap, path)
+        except httpx.HTTPError as exc:
+            after = _AFTER_HEADERS if answered else ""
+            raise ReplyError(
+                f"{path}: {self._transport_error(exc, deadline, after)}",
+                unreachable=isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout),
+            ) from None
+        except BodyError as exc:
+            raise ReplyError(str(exc)) from None
 
-    def post(self, path: str, body: dict[str, Any], deadline: float) -> httpx.Response:
-        return self._http.post(path, json=body, timeout=self._timeout(deadline))
+    def fetch_json(
+        self,
+        path: str,
+        shape: type[wire.Shape],
+        deadline: float,
+        body: dict[str, Any] | None = None,
+    ) -> wire.Shape:
+        """A 200 answer's JSON as `shape`; ReplyError when there is none or it does not fit."""
+        data = self.fetch(path, deadline, body)
+        try:
+            return wire.parse(data, shape, path)
+        except wire.WireError as exc:
+            raise ReplyError(self.credentials.mask(str(exc))) from None
 
     def chat(
         self, body: dict[str, Any], rung: str, kind: str, deadline: float
@@ -99,41 +217,33 @@ class Client:
         )
         answer = Answer()
         started = time.monotonic()
+        data = b""
         try:
-            response = self.post("/v1/chat/completions", {**body, "stream": False}, deadline)
+            with self._open("POST", _CHAT, deadline, {**body, "stream": False}) as response:
+                record.status_code = response.status_code
+                if response.status_code != 200:
+                    answer.error_body = self._quote(response)
+                    record.error = f"HTTP {response.status_code}: {answer.error_body}"
+                else:
+                    data = read_body(response, BODY_CAP, "the body")
         except httpx.HTTPError as exc:
-            record.error = _transport_error(exc, deadline)
-            record.e2e_s = time.monotonic() - started
-            return record, answer
+            after = _AFTER_HEADERS if record.status_code is not None else ""
+            record.error = self._transport_error(exc, deadline, after)
+        except BodyError as exc:
+            record.error = str(exc)
         record.e2e_s = time.monotonic() - started
-        record.status_code = response.status_code
-        if response.status_code != 200:
-            answer.error_body = _error_text(response)
-            record.error = f"HTTP {response.status_code}: {answer.error_body}"
-            return record, answer
-        try:
-            document = response.json()
-            choice = document["choices"][0]
-            message = choice.get("message") or {}
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError):
-            record.error = "the answer is not a chat completion (no choices[0])"
-            return record, answer
-        answer.body = document
-        answer.content = message.get("content") or ""
-        answer.reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            answer.tool_calls.append(
-                StreamedToolCall(
-                    call.get("id"), function.get("name"), function.get("arguments") or ""
-                )
-            )
-        record.finish_reason = choice.get("finish_reason")
-        _usage(record, document.get("usage"))
-        record.content_chars = len(answer.content)
-        record.tool_calls = len(answer.tool_calls)
-        record.ok = True
-        return record, answer
+        if record.error is None:
+            try:
+                document = parse_json(data, "the body")
+                completion = wire.fit(document, wire.ChatCompletion, "the body")
+            except (JsonError, wire.WireError) as exc:
+                record.error = str(exc)
+            else:
+                answer = _completed(completion)
+                answer.body = document
+                record.finish_reason = completion.choices[0].finish_reason
+                _usage(record, completion.usage)
+        return self._finish(record, answer), answer
 
     def stream_chat(
         self, body: dict[str, Any], rung: str, kind: str, deadline: float
@@ -142,119 +252,129 @@ class Client:
         record = RequestRecord(
             rung=rung, kind=kind, started_at=time.monotonic() - self.started, stream=True
         )
-        answer = Answer()
+        assembly = _Assembly()
         payload = {**body, "stream": True, "stream_options": {"include_usage": True}}
         started = time.monotonic()
         last_token: float | None = None
         done = False
         try:
-            with self._http.stream(
-                "POST", "/v1/chat/completions", json=payload, timeout=self._timeout(deadline)
-            ) as response:
+            with self._open("POST", _CHAT, deadline, payload) as response:
                 record.status_code = response.status_code
                 if response.status_code != 200:
-                    response.read()
-                    answer.error_body = _error_text(response)
-                    record.error = f"HTTP {response.status_code}: {answer.error_body}"
-                    return record, answer
-                for line in response.iter_lines():
-                    if time.monotonic() > deadline:
-                        record.error = "the stream passed the rung's deadline"
-                        break
+                    failed = Answer(error_body=self._quote(response))
+                    record.error = f"HTTP {response.status_code}: {failed.error_body}"
+                    return self._finish(record, failed), failed
+                chunks = decoded_chunks(response, STREAM_CAP, "the stream")
+                for line in lines(chunks, LINE_CAP, "the stream"):
                     if not line.startswith("data:"):
                         continue  # blank separators, comments (:), event:/id: fields
                     data = line[5:].strip()
                     if data == "[DONE]":
                         done = True
                         break
+                    now = time.monotonic()
                     try:
-                        event = json.loads(data)
-                    except json.JSONDecodeError:
-                        record.error = f"malformed SSE event: {data[:80]!r}"
+                        chunk = wire.parse(data, wire.ChatCompletionChunk, "SSE event")
+                        if chunk.error:
+                            record.error = f"error event in the stream: {_short(chunk.error)}"
+                            break
+                        carried = assembly.absorb(chunk, record)
+                    except wire.WireError as exc:
+                        record.error = f"malformed {exc}"
                         break
-                    if not isinstance(event, dict):
-                        record.error = f"malformed SSE event: {data[:80]!r}"
-                        break
-                    if event.get("error"):
-                        record.error = f"error event in the stream: {_short(event['error'])}"
-                        break
-                    if event.get("usage"):
-                        _usage(record, event["usage"])
-                    if _absorb(event, answer, record):
-                        now = time.monotonic()
+                    if chunk.choices and record.first_chunk_s is None:
+                        record.first_chunk_s = now - started
+                    _usage(record, chunk.usage)
+                    if carried:
                         if last_token is None:
                             record.ttft_s = now - started
-                        else:
+                        elif len(record.inter_token_s) < MAX_GAPS:
                             record.inter_token_s.append(now - last_token)
+                        record.content_events += 1
                         last_token = now
         except httpx.HTTPError as exc:
-            record.error = _transport_error(exc, deadline, cut=last_token is not None)
+            after = _AFTER_FIRST_TOKEN if last_token is not None else ""
+            record.error = self._transport_error(exc, deadline, after)
+        except BodyError as exc:
+            record.error = str(exc)
         record.e2e_s = time.monotonic() - started
         if record.error is None and not done:
             record.error = (
-                f"the stream was cut in the middle ({len(record.inter_token_s) + 1} content "
-                "events, no [DONE])"
+                f"the stream was cut in the middle ({record.content_events} content events, "
+                "no [DONE])"
                 if last_token is not None and record.finish_reason is None
                 else "the stream ended without [DONE]"
             )
+        answer = assembly.answer()
+        return self._finish(record, answer), answer
+
+    def _finish(self, record: RequestRecord, answer: Answer) -> RequestRecord:
         record.content_chars = len(answer.content)
         record.tool_calls = len(answer.tool_calls)
         record.ok = record.error is None
-        return record, answer
+        if record.error is not None:
+            record.error = self.credentials.mask(record.error)
+        answer.error_body = self.credentials.mask(answer.error_body)
+        return record
+
+    def _quote(self, response: httpx.Response) -> str:
+        """The server's error message (OpenAI-style JSON or plain text), one line, masked."""
+        head = read_head(response, _ERROR_QUOTE)
+        try:
+            document = parse_json(head, "the error body")
+        except JsonError:
+            text = head.decode("utf-8", errors="replace")
+        else:
+            error = document.get("error", document) if isinstance(document, dict) else document
+            if isinstance(error, dict):
+                error = error.get("message") or error.get("detail") or error
+            text = str(error)
+        return self.credentials.mask(" ".join(text.split())[:300])
+
+    def _transport_error(self, exc: httpx.HTTPError, deadline: float, after: str = "") -> str:
+        """One line for a transport failure; `after` says how far the answer had come."""
+        if isinstance(exc, httpx.TimeoutException):
+            if time.monotonic() >= deadline - 0.1:
+                return "no answer before the rung's deadline" + (f" ({after})" if after else "")
+            return f"timed out ({exc.__class__.__name__})"
+        if isinstance(exc, httpx.ConnectError):
+            return f"cannot connect: {self.credentials.mask(str(exc))}"
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+            if after == _AFTER_FIRST_TOKEN:
+                return "the stream was cut in the middle"
+            return f"connection broken: {self.credentials.mask(str(exc))}"
+        return f"{exc.__class__.__name__}: {self.credentials.mask(str(exc))}"
 
 
-def _absorb(event: dict[str, Any], answer: Answer, record: RequestRecord) -> bool:
-    """Fold one chunk into the answer; True when it carried content (text, reasoning, tools)."""
-    choices = event.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return False
-    choice = choices[0]
-    if choice.get("finish_reason"):
-        record.finish_reason = choice["finish_reason"]
-    delta = choice.get("delta") or {}
-    carried = False
-    if text := delta.get("content"):
-        answer.content += text
-        carried = True
-    if reasoning := delta.get("reasoning_content") or delta.get("reasoning"):
-        answer.reasoning += reasoning
-        carried = True
-    for part in delta.get("tool_calls") or []:
-        index = part.get("index", len(answer.tool_calls))
-        while len(answer.tool_calls) <= index:
-            answer.tool_calls.append(StreamedToolCall())
-        call = answer.tool_calls[index]
-        function = part.get("function") or {}
-        call.id = call.id or part.get("id")
-        call.name = call.name or function.get("name")
-        call.arguments += function.get("arguments") or ""
-        carried = True
-    return carried
+def _completed(completion: wire.ChatCompletion) -> Answer:
+    """The answer of a non-streamed completion's first choice."""
+    message = completion.choices[0].message or wire.Message()
+    calls = [
+        StreamedToolCall(
+            call.id,
+            call.function.name if call.function else None,
+            (call.function.arguments if call.function else None) or "",
+        )
+        for call in message.tool_calls or ()
+    ]
+    return Answer(message.content or "", message.thinking, calls)
 
 
-def _usage(record: RequestRecord, usage: Any) -> None:
-    if not isinstance(usage, dict):
+def _usage(record: RequestRecord, usage: wire.Usage | None) -> None:
+    """Token counts from a usage object; a count it leaves out keeps what an earlier one said."""
+    if usage is None:
         return
-    record.prompt_tokens = usage.get("prompt_tokens")
-    record.completion_tokens = usage.get("completion_tokens")
-    details = usage.get("prompt_tokens_details") or {}
-    record.cached_tokens = details.get("cached_tokens") if isinstance(details, dict) else None
+    details = usage.prompt_tokens_details
+    counts = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": details.cached_tokens if details else None,
+    }
+    for name, value in counts.items():
+        if value is not None:
+            setattr(record, name, value)
 
 
 def _short(value: Any) -> str:
     text = value.get("message", value) if isinstance(value, dict) else value
     return " ".join(str(text).split())[:200]
-
-
-def _transport_error(exc: httpx.HTTPError, deadline: float, cut: bool = False) -> str:
-    if isinstance(exc, httpx.TimeoutException):
-        if time.monotonic() >= deadline - 0.1:
-            return "no answer before the rung's deadline" + (
-                " (after the first token)" if cut else ""
-            )
-        return f"timed out ({exc.__class__.__name__})"
-    if isinstance(exc, httpx.ConnectError):
-        return f"cannot connect: {exc}"
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
-        return "the stream was cut in the middle" if cut else f"connection broken: {exc}"
-    return f"{exc.__class__.__name__}: {exc}"

@@ -7,16 +7,19 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import httpx
 
+from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.knowledge.schema import Recipe
 from vllm_triage.launch import LaunchArgs
-from vllm_triage.validate.client import Client
+from vllm_triage.validate.client import METRICS_CAP, Client, ReplyError
+from vllm_triage.validate.credentials import Credentials
 from vllm_triage.validate.metrics import MetricsError, MetricsSnapshot, parse_metrics
 from vllm_triage.validate.models import (
     PrefixCacheSummary,
@@ -37,6 +40,30 @@ DEFAULT_DEADLINES: dict[RungName, float] = {
     "tool_calls": 300.0,
     "multi_node": 600.0,
 }
+_MAX_DEADLINE = 24 * 3600.0
+
+
+def parse_deadlines(values: Sequence[str]) -> dict[RungName, float]:
+    """Rung deadlines from RUNG=SECONDS settings (RUNG `all` sets every rung) over the defaults."""
+    deadlines = dict(DEFAULT_DEADLINES)
+    for value in values:
+        name, _, seconds = value.partition("=")
+        name = name.strip()
+        if name != "all" and name not in deadlines:
+            raise InputError(
+                f"--deadline {value!r}: give RUNG=SECONDS, RUNG one of all, {', '.join(deadlines)}"
+            )
+        try:
+            number = float(seconds)
+        except ValueError:
+            number = 0.0  # refused below, with the same message
+        if not 0 < number <= _MAX_DEADLINE:
+            raise InputError(
+                f"--deadline {value!r}: SECONDS must be a number above 0 and at most {_MAX_DEADLINE:g}"
+            )
+        for rung in deadlines if name == "all" else [name]:
+            deadlines[cast(RungName, rung)] = number
+    return deadlines
 
 
 @dataclass(frozen=True)
@@ -66,15 +93,15 @@ class ValidateOptions:
 class Recorder:
     """Appends each request's record to requests.jsonl as it ends (flushed: Ctrl-C loses none)."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], credentials: Credentials | None = None) -> None:
         self._stream = stream
+        self._credentials = credentials or Credentials()  # to mask what a server echoed
         self._lock = threading.Lock()
-        self.records: list[RequestRecord] = []
 
     def add(self, record: RequestRecord) -> RequestRecord:
+        line = self._credentials.mask_model(record).model_dump_json()
         with self._lock:
-            self.records.append(record)
-            self._stream.write(record.model_dump_json() + "\n")
+            self._stream.write(line + "\n")
             self._stream.flush()
         return record
 
@@ -103,14 +130,8 @@ class LadderContext:
         if self.metrics_available is False:
             return None
         try:
-            response = self.client.get("/metrics", deadline)
-        except httpx.HTTPError:
-            return None
-        if response.status_code != 200:
-            return None
-        try:
-            return parse_metrics(response.text)
-        except MetricsError:
+            return scrape_metrics(self.client, deadline)
+        except (ReplyError, MetricsError):
             return None
 
     def result(
@@ -119,16 +140,23 @@ class LadderContext:
         return RungResult(name=name, status=status, reason=reason, figures=dict(figures))
 
 
-def gpu_memory_used_mib(url: str) -> list[int] | None:
+def scrape_metrics(client: Client, deadline: float) -> MetricsSnapshot:
+    """/metrics, read within its size cap and parsed; ReplyError or MetricsError otherwise."""
+    page = client.fetch("/metrics", deadline, cap=METRICS_CAP)
+    return parse_metrics(page.decode("utf-8", errors="replace"))
+
+
+def gpu_memory_used_mib(url: str, deadline: float) -> list[int] | None:
     """GPU memory in use per GPU via nvidia-smi, when the server runs on this host."""
     host = httpx.URL(url).host
-    if host not in ("127.0.0.1", "localhost", "::1") or shutil.which("nvidia-smi") is None:
+    left = deadline - time.monotonic()
+    if host not in ("127.0.0.1", "localhost", "::1") or left <= 0 or not shutil.which("nvidia-smi"):
         return None
     try:
         output = subprocess.run(
             ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True, text=True, timeout=left, check=True,
         ).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
-    return [int(v) for v in output.split() if v.strip().isdigit()] or None
+    return [int(v) for v in output.split()[:64] if v.strip().isdigit() and len(v) < 10] or None

@@ -4,6 +4,7 @@ table (knowledge/data/vllm_metrics.yaml), so one ladder works across vLLM versio
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -46,17 +47,31 @@ class MetricsSnapshot:
 
 
 def parse_metrics(text: str) -> MetricsSnapshot:
-    """Parse a Prometheus text page; MetricsError when it is not one."""
+    """Parse a Prometheus text page; MetricsError when it is not one. Samples whose value is not
+    a finite number (NaN, +Inf) are left out: no count or ratio can be made of them."""
     snapshot = MetricsSnapshot()
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                snapshot.samples.setdefault(sample.name, []).append(
-                    (dict(sample.labels), float(sample.value))
-                )
-    except (ValueError, TypeError, IndexError) as exc:
-        raise MetricsError(f"/metrics is not Prometheus text ({exc})") from None
+                value = float(sample.value)
+                if math.isfinite(value):
+                    snapshot.samples.setdefault(sample.name, []).append(
+                        (dict(sample.labels), value)
+                    )
+    # The page comes from the server under test: whatever the third-party parser raises on it
+    # means "not Prometheus text", never a stop of the tool.
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:120]
+        raise MetricsError(f"/metrics is not Prometheus text ({message})") from None
     return snapshot
+
+
+def positive_int(labels: dict[str, str] | None, key: str) -> int | None:
+    """An integer label of an info metric (e.g. block_size="16"), None when absent or not one."""
+    text = (labels or {}).get(key, "").strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
+        return None
+    return int(text) or None
 
 
 def flag(labels: dict[str, str] | None, key: str) -> bool | None:

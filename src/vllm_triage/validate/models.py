@@ -37,8 +37,15 @@ class RequestRecord(Artifact):
     ok: bool = False
     error: str | None = None
     ttft_s: float | None = Field(default=None, description="first content-bearing SSE event")
+    first_chunk_s: float | None = Field(
+        default=None,
+        description="first SSE event with a choice, content or not (`vllm bench serve`'s TTFT)",
+    )
     e2e_s: float | None = None
-    inter_token_s: list[float] = Field(default_factory=list)
+    inter_token_s: list[float] = Field(
+        default_factory=list, description="gaps between content-bearing events (the first 4096)"
+    )
+    content_events: int = 0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None

@@ -23,16 +23,17 @@ import os
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from vllm_triage.diagnose.api import recipe_for_model
 from vllm_triage.errors import InputError
-from vllm_triage.inputs import open_input
+from vllm_triage.inputs import open_input, read_errors
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.launch import LaunchArgs, parse_launch_command
+from vllm_triage.safejson import JsonError, parse_json
 from vllm_triage.validate.prefix_models import (
     EXPECTED_CLASSES,
     ClassCount,
@@ -44,6 +45,20 @@ from vllm_triage.validate.prefix_models import (
 )
 
 MAX_REQUESTS = 200
+# Reading caps. A request body with long prompts and inline images fits in a line; a runaway
+# line does not. Parsed JSON takes from about its size (long strings) to ~50 times it (empty
+# arrays) in memory, so lines and the sample are also capped by an estimate of that (_weight).
+# The comparison holds a sample's text several times over (bodies, renderings, masked copies):
+# three requests of 15 MiB of prose peak at ~250 MB.
+MAX_LINE_BYTES = 16 * 1024**2
+MAX_SAMPLE_WEIGHT = 48 * 1024**2
+MAX_LINE_WEIGHT = MAX_SAMPLE_WEIGHT // 2  # two of the heaviest lines still make a sample
+MAX_READ_BYTES = 256 * 1024**2  # skipped lines and blank lines included
+MAX_READ_LINES = 1_000_000
+_VALUE_WEIGHT, _CONTAINER_WEIGHT = 64, 256
+_SAMPLE_CAP = f"{MAX_SAMPLE_WEIGHT >> 20} MiB of parsed requests"
+_SKIP_CHUNK = 1024**2
+_SKIPPED_SHOWN = 5
 PREFIX_CACHING_FLAG = "--enable-prefix-caching"
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +163,10 @@ SHAPES: tuple[Shape, ...] = (
     _shape(
         "random_token",
         "random_id",
-        r"\b(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{16,}\b",
+        # Tried only where a run of token characters starts (not at every `\b` inside one, as
+        # in "a-a-a-..."), so the look-aheads scan each run once: linear time, not quadratic.
+        r"(?<![A-Za-z0-9_-])(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])"
+        r"[A-Za-z0-9_-]{16,}(?![A-Za-z0-9_-])",
         ["nonce V1StGXR8_Z5jdHi6B-myT"],
         ["handle_request_quickly"],
     ),
@@ -196,6 +214,8 @@ class RequestSample:
     requests: list[ChatRequest]
     total: int
     source: str
+    skipped: list[str] = field(default_factory=list)  # lines passed over, and why
+    unread: str | None = None  # why reading stopped before the end of the input
 
 
 def _chat_body(value: Any, where: str) -> Mapping[str, Any]:
@@ -217,42 +237,106 @@ def _chat_body(value: Any, where: str) -> Mapping[str, Any]:
             raise InputError(f"{where}: messages[{index}].content must be a string or a list")
         if isinstance(content, list) and not all(isinstance(p, dict) for p in content):
             raise InputError(f"{where}: messages[{index}].content has a part that is not an object")
-    tools = value.get("tools")
-    if tools is not None and not (
-        isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
-    ):
+        calls = message.get("tool_calls")
+        if calls is not None and not _list_of_objects(calls):
+            raise InputError(f"{where}: messages[{index}].tool_calls must be a list of objects")
+    if value.get("tools") is not None and not _list_of_objects(value["tools"]):
         raise InputError(f"{where}: `tools` must be a list of objects")
+    kwargs = value.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise InputError(f"{where}: `chat_template_kwargs` must be an object")
     body: Mapping[str, Any] = value
     return body
 
 
+def _list_of_objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+class _Lines:
+    """The lines of a stream, each at most MAX_LINE_BYTES, up to MAX_READ_BYTES or
+    MAX_READ_LINES in all.
+
+    A longer line is yielded as None and its rest skipped in chunks (never held) only if the
+    reader asks for the next line; reading stops at the caps, so neither a runaway line nor an
+    endless stream of blank lines is read forever."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.read = 0
+        self.number = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.read >= MAX_READ_BYTES or self.number >= MAX_READ_LINES
+
+    def __iter__(self) -> Iterator[tuple[int, bytes | None]]:
+        while not self.exhausted and (raw := self.stream.readline(MAX_LINE_BYTES + 1)):
+            self.number += 1
+            self.read += len(raw)
+            if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
+                yield self.number, raw
+                continue
+            yield self.number, None
+            while self.read < MAX_READ_BYTES and raw and not raw.endswith(b"\n"):
+                raw = self.stream.readline(_SKIP_CHUNK)
+                self.read += len(raw)
+
+
+def _weight(raw: bytes) -> int:
+    """An upper estimate of a JSON line's memory once parsed: its bytes, a Python object for each
+    value (at most one per comma, plus one) and more for each object or array."""
+    containers = raw.count(b"{") + raw.count(b"[")
+    return len(raw) + _VALUE_WEIGHT * (raw.count(b",") + 1) + _CONTAINER_WEIGHT * containers
+
+
 def _read_lines(stream: IO[bytes], source: str, limit: int) -> RequestSample:
+    """Parse up to `limit` requests, then stop reading: the caps bound time and memory whatever
+    the input (a line too long or too dense to parse within the caps is skipped, and named)."""
     requests: list[ChatRequest] = []
-    total = 0
-    for number, raw in enumerate(stream, start=1):
-        if not raw.strip():
+    skipped: list[str] = []
+    total = load = 0
+    cap: str | None = None
+    lines = _Lines(stream)
+    for number, raw in lines:
+        if raw is not None and not raw.strip():
             continue
+        weight = _weight(raw) if raw is not None else 0
+        if len(requests) >= limit or (requests and load + weight > MAX_SAMPLE_WEIGHT):
+            cap = f"{limit} requests" if len(requests) >= limit else _SAMPLE_CAP
+            break
         total += 1
-        if len(requests) >= limit:
-            continue  # counted, not parsed: the cap bounds the work
+        if raw is None:
+            skipped.append(f"line {number}: longer than {MAX_LINE_BYTES >> 20} MiB; skipped unread")
+            continue
+        if weight > MAX_LINE_WEIGHT:
+            skipped.append(
+                f"line {number}: too dense to compare within the memory cap (about "
+                f"{weight >> 20} MiB once parsed); skipped unparsed"
+            )
+            continue
         where = f"{source}:{number}"
         try:
             text = raw.decode("utf-8").lstrip("\ufeff")  # a byte-order mark on line 1
         except UnicodeDecodeError:
             raise InputError(f"{where}: not UTF-8 text") from None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
-        requests.append(ChatRequest(number, _chat_body(value, where)))
+        requests.append(ChatRequest(number, _chat_body(parse_json(text, where), where)))
+        load += weight
+    else:
+        if lines.exhausted:
+            cap = f"{MAX_READ_BYTES >> 20} MiB or {MAX_READ_LINES:,} lines read"
+    unread = f"reading stopped at the cap ({cap}); the rest was not read" if cap else None
     if not requests:
-        raise InputError(f"{source}: no requests (expected one OpenAI chat request body per line)")
-    return RequestSample(requests, total, source)
+        why = f"; {skipped[0]}" if skipped else f"; {unread}" if unread else ""
+        raise InputError(
+            f"{source}: no requests (expected one OpenAI chat request body per line){why}"
+        )
+    return RequestSample(requests, total, source, skipped, unread)
 
 
 def load_requests(path: str | Path, limit: int = MAX_REQUESTS) -> RequestSample:
     """Read a JSONL file of chat request bodies ("-" for stdin); the first `limit` are parsed."""
-    with open_input(path, "a JSONL file of requests") as (stream, name):
+    with open_input(path, "a JSONL file of requests") as (stream, name), read_errors(name):
         return _read_lines(stream, name, limit)
 
 
@@ -402,8 +486,8 @@ def _hf_message(message: Mapping[str, Any]) -> dict[str, Any]:
         call = copy.deepcopy(call)
         function = call.get("function")
         if isinstance(function, dict) and isinstance(function.get("arguments"), str):
-            with contextlib.suppress(json.JSONDecodeError):
-                function["arguments"] = json.loads(function["arguments"])
+            with contextlib.suppress(JsonError):
+                function["arguments"] = parse_json(function["arguments"], "tool-call arguments")
         calls.append(call)
     if calls:
         result["tool_calls"] = calls
@@ -952,8 +1036,10 @@ def prefix_check(
     sample = _sample(requests, max_requests)
     chosen = sample.requests
     if len(chosen) < 2:
+        stopped = f" ({sample.unread})" if sample.unread else ""
         raise InputError(
-            f"{sample.source}: only one request; prefix-check compares requests, give at least two"
+            f"{sample.source}: only one request{stopped}; prefix-check compares requests, give "
+            "at least two"
         )
     tokens = TokenRenderer(tokenizer, trust_remote_code) if tokenizer is not None else None
     launch_check = None
@@ -1008,6 +1094,7 @@ def prefix_check(
         unit=unit,
         tokenizer=str(tokenizer) if tokenizer is not None else None,
         requests_read=sample.total,
+        unread_input=sample.unread is not None,
         requests_compared=len(chosen),
         pairs_compared=len(pairs),
         prompt_length=sum(shares.lengths),
@@ -1038,13 +1125,22 @@ def prefix_check(
 def _notes(sample: RequestSample, unit: str, launch: LaunchCheck | None) -> list[str]:
     chosen = sample.requests
     notes = []
-    if sample.total > len(chosen):
+    if sample.total > len(chosen) + len(sample.skipped):
         notes.append(
             f"Compared the first {len(chosen)} of {sample.total} requests (the cap bounds the "
             "work); each request is compared with the one before it and with the first one."
         )
     else:
         notes.append("Each request is compared with the one before it and with the first one.")
+    if sample.unread:
+        notes.append(f"Compared the first {len(chosen)} requests: {sample.unread}.")
+    if sample.skipped:
+        shown = "; ".join(sample.skipped[:_SKIPPED_SHOWN])
+        more = len(sample.skipped) - _SKIPPED_SHOWN
+        notes.append(
+            f"Skipped {len(sample.skipped)} line(s) too big to compare: {shown}"
+            + (f"; and {more} more." if more > 0 else ".")
+        )
     if unit == "characters":
         notes.append(
             "Lengths are characters of a canonical rendering (system prompt, tools as JSON in "

@@ -94,7 +94,14 @@ class PrefixReport(Artifact):
     source: str
     unit: Unit
     tokenizer: str | None = None
-    requests_read: int = Field(description="requests in the input")
+    requests_read: int = Field(
+        description="requests in the input, up to where reading stopped (see unread_input)"
+    )
+    unread_input: bool = Field(
+        default=False,
+        description="true when reading stopped at a cap (requests or bytes) before the input "
+        "ended: the rest was not read, so requests_read counts only what was",
+    )
     requests_compared: int = Field(description="requests compared (the first ones, up to the cap)")
     pairs_compared: int
     prompt_length: int = Field(description="sum of the compared prompts' lengths, in unit")

@@ -4,7 +4,6 @@ deadline, read access to the host's files, results shared between probes) and wh
 
 from __future__ import annotations
 
-import json
 import shutil
 import threading
 import time
@@ -15,11 +14,16 @@ from typing import Any, NamedTuple, TypeVar
 
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.runner import CommandResult, CommandRunner
+from vllm_triage.errors import InputError
+from vllm_triage.inputs import open_input
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.models import Artifact
+from vllm_triage.safejson import JsonError, parse_json
 
 T = TypeVar("T")
 _LOG_HEAD_BYTES = 32 * 1024 * 1024
+# A JSON answer (inspect, a pod, events) larger than this is refused, not parsed.
+_JSON_MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -116,10 +120,10 @@ class ProbeContext:
         """The first 32 MiB of a --log file as text, read once for every probe that looks."""
 
         def read() -> str | None:
-            try:
-                with path.open("rb") as handle:
+            try:  # a regular file only (never blocks on a FIFO)
+                with open_input(path, "a log file") as (handle, _):
                     return handle.read(_LOG_HEAD_BYTES).decode("utf-8", "replace")
-            except OSError:
+            except InputError:
                 return None
 
         return self.once(f"log_head:{path}", read)
@@ -134,16 +138,29 @@ class ProbeContext:
         raise NotAvailable("neither docker nor podman is installed")
 
     def json_command(self, name: str, **parameters: str) -> tuple[CommandResult, Any]:
-        """Run a command that prints JSON; NotAvailable if the tool is missing."""
+        """Run a command that prints JSON; NotAvailable if the tool is missing, ProbeFailed
+        (one line) for anything that is not a JSON document of a sane size and depth."""
         result = self.run(name, **parameters)
         if result.missing:
             raise NotAvailable(result.failure())
         if not result.ok:
             raise ProbeFailed.of(result)
+        command = f"`{' '.join(result.argv)}`"
+        if result.truncated or result.total_bytes > _JSON_MAX_BYTES:
+            raise ProbeFailed(
+                f"{command} did not print JSON of a usable size ({result.total_bytes} bytes)"
+            )
+        data = result.output_path.read_bytes() if result.output_path else b""
         try:
-            return result, json.loads(result.text())
-        except (json.JSONDecodeError, RecursionError):
-            raise ProbeFailed(f"`{' '.join(result.argv)}` did not print JSON") from None
+            return result, parse_json(data, command, max_bytes=_JSON_MAX_BYTES)
+        except JsonError as exc:
+            reason = str(exc).removeprefix(f"{command}: ")
+            raise ProbeFailed(f"{command} did not print JSON ({reason})") from None
+
+    def output_file(self, path: str, result: CommandResult) -> CapturedFile:
+        """A command's output for the bundle, with a note when its middle was left out."""
+        note = result.cut_note() if result.truncated else None
+        return CapturedFile(path, source=result.output_path, note=note)
 
 
 class ProbeFailed(Exception):

@@ -10,7 +10,7 @@ import re
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.models import CommunicationFacts, RdmaPort
 from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
-from vllm_triage.collect.probes.container import inspected_container
+from vllm_triage.collect.probes.container import container_for
 from vllm_triage.collect.probes.vllm import launch_args
 
 _SETTING_PREFIXES = ("NCCL_", "UCX_", "GLOO_", "NVSHMEM_", "VLLM_ALL2ALL", "MASTER_")
@@ -65,7 +65,7 @@ def _interfaces(text: str) -> list[str]:
 def collect(ctx: ProbeContext) -> ProbeOutput:
     out = ProbeOutput()
     facts = CommunicationFacts()
-    container = inspected_container(ctx) if ctx.options.container else None
+    container = container_for(ctx, out.notes)
     env = dict(container.env) if container else {}
     launch = launch_args(ctx)
     if launch is not None:
@@ -92,9 +92,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
             facts.rdma_ports = parse(result.text())
     addresses = ctx.run("ip_address")
     if addresses.ok:
-        out.files.append(
-            CapturedFile("communication/ip-address.json", source=addresses.output_path)
-        )
+        out.files.append(ctx.output_file("communication/ip-address.json", addresses))
         facts.interfaces = _interfaces(addresses.text())
     out.facts = facts
     return out

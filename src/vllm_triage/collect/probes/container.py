@@ -5,7 +5,6 @@ configuration (daemon.json, CDI specs).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -19,11 +18,13 @@ from vllm_triage.collect.probes.base import (
     ProbeOutput,
 )
 from vllm_triage.diagnose.image import ImageError, image_cuda_from_document
+from vllm_triage.safejson import JsonError, parse_json
 
 _RUNTIME_FILES = ("/etc/docker/daemon.json", "/etc/containers/containers.conf")
 _CDI_FOLDERS = ("/etc/cdi", "/var/run/cdi")
 _CDI_LIMIT = 16
 _VERSION = re.compile(r"version[: ]+v?([0-9]+\.[0-9]+\.[0-9]+)", re.IGNORECASE)
+_ENGINE_JSON_MAX = 4 * 1024 * 1024
 
 
 def container_inspect(ctx: ProbeContext) -> dict[str, Any] | None:
@@ -47,6 +48,18 @@ def inspected_container(ctx: ProbeContext) -> ContainerFacts | None:
     return parse_container_inspect(document, ctx.engine()) if document is not None else None
 
 
+def container_for(ctx: ProbeContext, notes: list[str]) -> ContainerFacts | None:
+    """inspected_container for a probe that only uses it on the side: when the inspect failed,
+    a note, not the probe's failure (the container probe reports it)."""
+    if ctx.options.container is None:
+        return None
+    try:
+        return inspected_container(ctx)
+    except (NotAvailable, ProbeFailed, TimeoutError, ValueError) as exc:
+        notes.append(f"container inspect: {exc}; what it would tell is missing here")
+        return None
+
+
 def image_inspect(ctx: ProbeContext, image: str) -> Any:
     """`image inspect` of the image, shared by the probes that need it."""
     return ctx.once(
@@ -55,59 +68,84 @@ def image_inspect(ctx: ProbeContext, image: str) -> Any:
     )
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    """A list, or a lone string (podman writes "Entrypoint": ""); anything else is no items."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def _mounts(document: dict[str, Any]) -> list[Mount]:
     mounts = []
-    for mount in document.get("Mounts") or []:
+    for mount in _items(document.get("Mounts")):
         if isinstance(mount, dict) and mount.get("Destination"):
             mounts.append(
                 Mount(
                     source=str(mount.get("Source") or mount.get("Name") or ""),
                     destination=str(mount["Destination"]),
-                    read_write=bool(mount.get("RW", True)),
-                    type=mount.get("Type"),
+                    read_write=mount.get("RW") is not False,
+                    type=_text(mount.get("Type")),
                 )
             )
     return mounts
 
 
 def _gpu_requested(host_config: dict[str, Any]) -> bool:
-    for request in host_config.get("DeviceRequests") or []:
-        capabilities = request.get("Capabilities") or []
+    for request in _items(host_config.get("DeviceRequests")):
+        request = _mapping(request)
+        capabilities = [str(c) for c in _items(request.get("Capabilities"))]
         if request.get("Driver") == "nvidia" or any("gpu" in c for c in capabilities):
             return True
-    devices = host_config.get("Devices") or []
+    devices = _items(host_config.get("Devices"))
     return any("nvidia" in str(d.get("PathOnHost", "")) for d in devices if isinstance(d, dict))
 
 
 def parse_container_inspect(document: dict[str, Any], engine: str) -> ContainerFacts:
-    """The facts of one `docker inspect` / `podman inspect` entry (env still unredacted)."""
-    config = document.get("Config") or {}
-    state = document.get("State") or {}
-    host_config = document.get("HostConfig") or {}
+    """The facts of one `docker inspect` / `podman inspect` entry (env still unredacted); a field
+    of an unexpected type is left out, never an error."""
+    config = _mapping(document.get("Config"))
+    state = _mapping(document.get("State"))
+    host_config = _mapping(document.get("HostConfig"))
     env = {}
-    for item in config.get("Env") or []:
+    for item in _items(config.get("Env")):
         key, _, value = str(item).partition("=")
         env[key] = value
-    command = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+    command = [*_items(config.get("Entrypoint")), *_items(config.get("Cmd"))]
     return ContainerFacts(
         engine=engine,
-        id=document.get("Id"),
+        id=_text(document.get("Id")),
         name=str(document.get("Name") or "").lstrip("/") or None,
-        image=config.get("Image") or document.get("ImageName"),
-        image_id=document.get("Image"),
+        image=_text(config.get("Image")) or _text(document.get("ImageName")),
+        image_id=_text(document.get("Image")),
         command=[str(part) for part in command],
         env=env,
-        user=config.get("User") or None,
+        user=_text(config.get("User")),
         mounts=_mounts(document),
-        status=state.get("Status"),
-        exit_code=state.get("ExitCode"),
-        oom_killed=state.get("OOMKilled"),
-        restart_count=document.get("RestartCount"),
-        started_at=state.get("StartedAt"),
-        finished_at=state.get("FinishedAt"),
-        runtime=host_config.get("Runtime"),
+        status=_text(state.get("Status")),
+        exit_code=_integer(state.get("ExitCode")),
+        oom_killed=_flag(state.get("OOMKilled")),
+        restart_count=_integer(document.get("RestartCount")),
+        started_at=_text(state.get("StartedAt")),
+        finished_at=_text(state.get("FinishedAt")),
+        runtime=_text(host_config.get("Runtime")),
         gpu_requested=_gpu_requested(host_config),
-        shm_size_bytes=host_config.get("ShmSize"),
+        shm_size_bytes=_integer(host_config.get("ShmSize")),
     )
 
 
@@ -122,8 +160,8 @@ def _apply_image_config(facts: ContainerFacts, document: Any, where: str) -> lis
         facts.image_cuda = str(cuda.cuda)
         facts.image_require_cuda = cuda.require
     if isinstance(entry, dict):
-        facts.image_created = entry.get("Created")
-        labels = (entry.get("Config") or {}).get("Labels") or {}
+        facts.image_created = _text(entry.get("Created"))
+        labels = _mapping(_mapping(entry.get("Config")).get("Labels"))
         facts.image_labels = {str(k): str(v) for k, v in labels.items()}
     return notes
 
@@ -180,13 +218,13 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     facts = ContainerFacts(engine=engine)
     version = ctx.run(f"{engine}_version")
     if version.ok:
-        out.files.append(CapturedFile("container/version.json", source=version.output_path))
+        out.files.append(ctx.output_file("container/version.json", version))
         facts.engine_version = _client_version(version.text())
     else:
         out.notes.append(version.failure())
     info = ctx.run(f"{engine}_info")
     if info.ok:
-        out.files.append(CapturedFile("container/info.json", source=info.output_path))
+        out.files.append(ctx.output_file("container/info.json", info))
         facts.runtimes = _runtimes(info.text())
 
     document = container_inspect(ctx)
@@ -197,11 +235,11 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         )
         logs = ctx.run(f"{engine}_logs", container=str(ctx.options.container))
         if logs.output_path is not None:
-            out.files.append(CapturedFile("logs/container.log", source=logs.output_path))
+            out.files.append(ctx.output_file("logs/container.log", logs))
         if not logs.ok:
             out.notes.append(logs.failure())
-        elif logs.truncated:
-            out.notes.append("the container log was cut at the output cap")
+        if logs.truncated:
+            out.notes.append(logs.cut_note())
 
     image = ctx.options.image or facts.image
     if image:
@@ -218,23 +256,27 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     return out
 
 
-def _client_version(text: str) -> str | None:
+def _document(text: str) -> dict[str, Any] | None:
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
+        document = parse_json(text, "engine output", max_bytes=_ENGINE_JSON_MAX)
+    except JsonError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _client_version(text: str) -> str | None:
+    document = _document(text)
+    if document is None:
         match = _VERSION.search(text)
         return match.group(1) if match else None
-    client = document.get("Client") or {}
-    server = document.get("Server") or {}
-    return server.get("Version") or client.get("Version")
+    client = _mapping(document.get("Client"))
+    server = _mapping(document.get("Server"))
+    return _text(server.get("Version")) or _text(client.get("Version"))
 
 
 def _runtimes(text: str) -> list[str]:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        return []
-    runtimes = document.get("Runtimes") or (document.get("host") or {}).get("runtimes") or {}
+    document = _document(text) or {}
+    runtimes = document.get("Runtimes") or _mapping(document.get("host")).get("runtimes") or {}
     return sorted(str(name) for name in runtimes) if isinstance(runtimes, dict) else []
 
 

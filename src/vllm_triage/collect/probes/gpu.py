@@ -186,7 +186,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         raise NotAvailable("nvidia-smi is not installed and /proc/driver/nvidia/version is absent")
     output = result.text()
     if output:
-        out.files.append(CapturedFile("gpu/nvidia-smi-q.xml", source=result.output_path))
+        out.files.append(ctx.output_file("gpu/nvidia-smi-q.xml", result))
     if result.ok:
         facts = parse_nvidia_smi_xml(output, ctx.kb)
     elif _MISMATCH.search(output + result.stderr):
@@ -217,7 +217,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
 
     topology = ctx.run("nvidia_smi_topo")
     if topology.ok:
-        out.files.append(CapturedFile("gpu/topo-m.txt", source=topology.output_path))
+        out.files.append(ctx.output_file("gpu/topo-m.txt", topology))
         facts.nvlink_in_topology = topology_has_nvlink(topology.text())
     elif not topology.missing:
         out.notes.append(topology.failure())

@@ -16,7 +16,7 @@ from vllm_triage.collect.probes.base import (
     ProbeFailed,
     ProbeOutput,
 )
-from vllm_triage.collect.probes.container import inspected_container
+from vllm_triage.collect.probes.container import container_for
 
 
 def parse_image_probe(text: str) -> ImageProbeFacts:
@@ -41,11 +41,12 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     if not ctx.options.probe_image:
         raise NotAvailable("not asked (--probe-image); the image CUDA comes from the image config")
     image = ctx.options.image
+    notes: list[str] = []
     if image is None:
-        container = inspected_container(ctx)
+        container = container_for(ctx, notes)
         image = container.image if container else None
     if not image:
-        raise NotAvailable("--probe-image needs --image or --container")
+        raise NotAvailable("; ".join(["--probe-image needs --image or --container", *notes]))
     result = ctx.run(f"{ctx.engine()}_image_probe", image=image)
     if result.missing:
         raise NotAvailable(result.failure())

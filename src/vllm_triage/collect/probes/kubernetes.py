@@ -34,6 +34,18 @@ def pod_document(ctx: ProbeContext) -> dict[str, Any] | None:
     return ctx.once("pod", ask)
 
 
+def pod_for(ctx: ProbeContext, notes: list[str]) -> dict[str, Any] | None:
+    """pod_document for a probe that only uses it on the side: when it failed, a note, not the
+    probe's failure (the kubernetes probe reports it)."""
+    if ctx.options.pod is None:
+        return None
+    try:
+        return pod_document(ctx)
+    except (NotAvailable, ProbeFailed, TimeoutError) as exc:
+        notes.append(f"pod: {exc}; what it would tell is missing here")
+        return None
+
+
 def _version_label(labels: dict[str, str], prefix: str) -> str | None:
     """GFD's full-version label, else its split labels (major, minor, revision or rev) joined."""
     if full := labels.get(f"{prefix}.full"):
@@ -130,10 +142,12 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         ("kubectl_logs", "logs/pod-current.log"),
     ):
         result = ctx.run(name, pod=ctx.options.pod, namespace=namespace)
-        if result.ok and result.output_path is not None:
-            out.files.append(CapturedFile(path, source=result.output_path))
-        else:
+        if result.output_path is not None and (result.ok or result.total_bytes):
+            out.files.append(ctx.output_file(path, result))  # a log cut at the deadline too
+        if not result.ok:
             out.notes.append(f"{path}: {result.failure()}")
+        if result.truncated:
+            out.notes.append(f"{path}: {result.cut_note()}")
     node = None
     node_name = (pod.get("spec") or {}).get("nodeName")
     if node_name:

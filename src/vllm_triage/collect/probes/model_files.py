@@ -14,7 +14,7 @@ from typing import Any
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.models import ModelFilesFacts, Mount
 from vllm_triage.collect.probes.base import NotAvailable, Probe, ProbeContext, ProbeOutput
-from vllm_triage.collect.probes.container import inspected_container
+from vllm_triage.collect.probes.container import container_for
 from vllm_triage.collect.probes.vllm import launch_args
 
 _INDEX = "model.safetensors.index.json"
@@ -145,13 +145,14 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     model = model or (launch.model if launch else None)
     if not model:
         raise NotAvailable("no --model-path and no model in a launch command")
-    container = inspected_container(ctx) if ctx.options.container else None
+    notes: list[str] = []
+    container = container_for(ctx, notes)
     if looks_like_hub_id(model) and not ctx.host_file(model).exists():
-        note = (
+        notes.append(
             f"{model} is a Hugging Face repo id, not a local folder: the server downloads it at "
             "start (needs network, a token for gated models, and a writable cache)"
         )
-        return ProbeOutput(facts=ModelFilesFacts(model=model, kind="hub_id"), notes=[note])
+        return ProbeOutput(facts=ModelFilesFacts(model=model, kind="hub_id"), notes=notes)
     host_path, mount = map_to_host(model, container.mounts) if container else (model, None)
     facts = ModelFilesFacts(
         model=model,
@@ -164,12 +165,13 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         facts.problems.append(
             f"{model} is not under any mount of the container (inside the image?)"
         )
-        return ProbeOutput(facts=facts)
+        return ProbeOutput(facts=facts, notes=notes)
     ids = _ids(container.user) if container else None
     check_model_folder(facts, ctx.host_file(host_path), ids)
     return ProbeOutput(
         files=[CapturedFile("model/files.json", document=facts.model_dump(mode="json"))],
         facts=facts,
+        notes=notes,
     )
 
 

@@ -12,8 +12,8 @@ import re
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.models import VllmFacts
 from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
-from vllm_triage.collect.probes.container import inspected_container
-from vllm_triage.collect.probes.kubernetes import pod_document
+from vllm_triage.collect.probes.container import container_for
+from vllm_triage.collect.probes.kubernetes import pod_for
 from vllm_triage.errors import InputError
 from vllm_triage.launch import LaunchArgs, parse_launch_command
 
@@ -25,21 +25,32 @@ _SOURCE_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
 
 
 def _launch_tokens(ctx: ProbeContext) -> tuple[list[str] | str, str] | None:
+    """The launch command: --launch-cmd first (it needs nothing else), then the container's or
+    the pod's (when their probe failed, that probe says so; here there is none)."""
     if ctx.options.launch_cmd is not None:
         return ctx.options.launch_cmd, "--launch-cmd"
-    container = inspected_container(ctx) if ctx.options.container else None
+    container = container_for(ctx, [])
     if container is not None:
         env = [f"{key}={value}" for key, value in container.env.items()]
         return [*env, *container.command], "container inspect"
-    pod = pod_document(ctx) if ctx.options.pod else None
-    for container in ((pod or {}).get("spec") or {}).get("containers") or []:
+    pod = pod_for(ctx, []) or {}
+    spec = pod.get("spec")
+    for entry in _list(spec.get("containers") if isinstance(spec, dict) else None):
+        if not isinstance(entry, dict):
+            continue
         env = [
-            f"{e['name']}={e.get('value', '')}" for e in container.get("env") or [] if "name" in e
+            f"{e['name']}={e.get('value') or ''}"
+            for e in _list(entry.get("env"))
+            if isinstance(e, dict) and "name" in e
         ]
-        command = [*(container.get("command") or []), *(container.get("args") or [])]
+        command = [*_list(entry.get("command")), *_list(entry.get("args"))]
         if command:
-            return [*env, *(str(c) for c in command)], f"pod container {container.get('name')}"
+            return [*env, *(str(c) for c in command)], f"pod container {entry.get('name')}"
     return None
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def launch_args(ctx: ProbeContext) -> LaunchArgs | None:
@@ -87,7 +98,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     if facts.launch_source and launch is None:
         out.notes.append(f"the launch command from {facts.launch_source} names no vLLM entry point")
 
-    container = inspected_container(ctx) if ctx.options.container else None
+    container = container_for(ctx, out.notes)
     image = ctx.options.image or (container.image if container else None)
     version = None
     for log in ctx.options.logs:

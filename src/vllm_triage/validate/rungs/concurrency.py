@@ -86,15 +86,17 @@ def _body(ctx: LadderContext, index: int) -> dict[str, Any]:
 def run_level(ctx: LadderContext, level: int, deadline: float) -> tuple[list[RequestRecord], float]:
     """`level` requests in flight at once, `requests_per_slot` rounds of them."""
     count = level * ctx.options.requests_per_slot
+
+    def one(index: int) -> RequestRecord:
+        # The record only: the answers' text is not kept while the level runs.
+        record, _ = ctx.client.stream_chat(
+            _body(ctx, index), "concurrency", f"level_{level}", deadline
+        )
+        return ctx.recorder.add(record)
+
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=level) as pool:
-        futures = [
-            pool.submit(
-                ctx.client.stream_chat, _body(ctx, i), "concurrency", f"level_{level}", deadline
-            )
-            for i in range(count)
-        ]
-        records = [ctx.recorder.add(f.result()[0]) for f in futures]
+        records = list(pool.map(one, range(count)))
     return records, time.monotonic() - started
 
 

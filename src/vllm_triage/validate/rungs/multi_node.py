@@ -5,9 +5,13 @@ runs and reports its bandwidth."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
+import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,8 +19,9 @@ from vllm_triage.diagnose.scan import scan_log
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RungResult
 
-_BUS_BANDWIDTH = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.]+)")
-_OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*([0-9]+)\s*(\w+)?")
+_BUS_BANDWIDTH = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9]{1,12}(?:\.[0-9]{1,12})?)\b")
+_OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*([0-9]{1,18})\b")
+_OUTPUT_TAIL = 1024 * 1024
 
 
 def nccl_test_figures(output: str) -> dict[str, object]:
@@ -27,6 +32,26 @@ def nccl_test_figures(output: str) -> dict[str, object]:
         "avg_bus_bandwidth_gbps": float(bandwidth.group(1)) if bandwidth else None,
         "out_of_bounds_values": int(bounds.group(1)) if bounds else None,
     }
+
+
+def _run_nccl_test(command: str, deadline: float) -> tuple[int, str]:
+    """Run the command in its own session until the deadline (then its whole group is killed);
+    its exit code and the last MiB of its output, where nccl-tests prints its summary."""
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(
+            shlex.split(command), stdin=subprocess.DEVNULL, stdout=output,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            returncode = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
+        size = output.seek(0, os.SEEK_END)
+        output.seek(max(0, size - _OUTPUT_TAIL))
+        return returncode, output.read().decode("utf-8", errors="replace")
 
 
 def _log_errors(ctx: LadderContext, log: Path) -> list[str]:
@@ -64,18 +89,15 @@ def run(ctx: LadderContext) -> RungResult:
     if ctx.options.nccl_test:
         checked.append("NCCL test")
         try:
-            completed = subprocess.run(
-                shlex.split(ctx.options.nccl_test), capture_output=True, text=True,
-                timeout=max(1.0, deadline - time.monotonic()), check=False,
-            )  # fmt: skip
+            returncode, output = _run_nccl_test(ctx.options.nccl_test, deadline)
         except subprocess.TimeoutExpired:
             problems.append("the NCCL test did not finish before the rung's deadline")
         except OSError as exc:
             problems.append(f"the NCCL test could not start: {exc.strerror}")
         else:
-            figures.update(nccl_test_figures(completed.stdout))
-            if completed.returncode != 0:
-                problems.append(f"the NCCL test exited {completed.returncode}")
+            figures.update(nccl_test_figures(output))
+            if returncode != 0:
+                problems.append(f"the NCCL test exited {returncode}")
             elif figures["avg_bus_bandwidth_gbps"] is None:
                 problems.append("the NCCL test printed no '# Avg bus bandwidth' line")
             if figures.get("out_of_bounds_values"):

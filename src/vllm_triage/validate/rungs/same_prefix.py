@@ -5,14 +5,13 @@ not totals since start), with the time to first token of the first request again
 
 from __future__ import annotations
 
-import json
 import statistics
 from typing import Any
 
-import httpx
-
+from vllm_triage.validate import wire
+from vllm_triage.validate.client import ReplyError
 from vllm_triage.validate.context import LadderContext
-from vllm_triage.validate.metrics import MetricsSnapshot, flag
+from vllm_triage.validate.metrics import MetricsSnapshot, flag, positive_int
 from vllm_triage.validate.models import RungResult
 from vllm_triage.validate.toolcalls import TOOLS
 
@@ -42,9 +41,8 @@ def _tokens(ctx: LadderContext, messages: list[dict[str, Any]], deadline: float)
         "add_generation_prompt": False,
     }
     try:
-        response = ctx.client.post("/tokenize", body, deadline)
-        return int(response.json()["count"]) if response.status_code == 200 else None
-    except (httpx.HTTPError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return ctx.client.fetch_json("/tokenize", wire.TokenCount, deadline, body).count
+    except ReplyError:
         return None
 
 
@@ -60,10 +58,11 @@ def _enabled(ctx: LadderContext) -> tuple[bool | None, str]:
 def _delta(
     ctx: LadderContext, before: MetricsSnapshot | None, after: MetricsSnapshot | None, logical: str
 ) -> int | None:
+    """How far a counter moved during the rung; None when unknown or it went back (a restart)."""
     if before is None or after is None:
         return None
     first, last = before.value(ctx.kb, logical), after.value(ctx.kb, logical)
-    return None if first is None or last is None else int(last - first)
+    return None if first is None or last is None or last < first else int(last - first)
 
 
 def _no_hit_reasons(ctx: LadderContext, shared_tokens: int | None, block: int) -> list[str]:
@@ -91,7 +90,7 @@ def _no_hit_reasons(ctx: LadderContext, shared_tokens: int | None, block: int) -
 
 def run(ctx: LadderContext) -> RungResult:
     deadline = ctx.deadline("same_prefix")
-    block = int((ctx.cache_labels or {}).get("block_size") or _DEFAULT_BLOCK)
+    block = positive_int(ctx.cache_labels, "block_size") or _DEFAULT_BLOCK
     budget = ((ctx.max_model_len or 4096) - ctx.options.output_tokens) // 2
     wanted = min(max(4 * block, 512), budget)
     units = max(1, wanted // 30)

@@ -3,11 +3,10 @@ target length, accepted and answered; the time to first token is the prompt-proc
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import httpx
-
+from vllm_triage.validate import wire
+from vllm_triage.validate.client import ReplyError
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RungResult
 
@@ -15,6 +14,7 @@ from vllm_triage.validate.models import RungResult
 CHARS_PER_TOKEN_ESTIMATE = 4.0
 _UNIT = "Entry {n}: the quarterly ledger lists {n} crates of amber glass, checked twice. "
 _SAFETY_TOKENS = 8
+_MIN_TARGET = 16  # as --target-context requires
 
 
 def _messages(units: int) -> list[dict[str, Any]]:
@@ -26,14 +26,10 @@ def _messages(units: int) -> list[dict[str, Any]]:
     ]
 
 
-def _count(ctx: LadderContext, units: int, deadline: float) -> int | None:
-    """Prompt tokens as the server counts them (chat template included), None without /tokenize."""
+def _count(ctx: LadderContext, units: int, deadline: float) -> int:
+    """Prompt tokens as the server counts them (chat template included); ReplyError without."""
     body = {"model": ctx.model, "messages": _messages(units), "add_generation_prompt": True}
-    try:
-        response = ctx.client.post("/tokenize", body, deadline)
-        return int(response.json()["count"]) if response.status_code == 200 else None
-    except (httpx.HTTPError, json.JSONDecodeError, KeyError, TypeError, ValueError):
-        return None
+    return ctx.client.fetch_json("/tokenize", wire.TokenCount, deadline, body).count
 
 
 def run(ctx: LadderContext) -> RungResult:
@@ -48,20 +44,32 @@ def run(ctx: LadderContext) -> RungResult:
                 "no --target-context and /v1/models gives no max_model_len",
             )
         target = ctx.max_model_len - output - _SAFETY_TOKENS
-    base = _count(ctx, 0, deadline)
+    if target < _MIN_TARGET:
+        return ctx.result(
+            "target_context", "skipped",
+            f"max_model_len {ctx.max_model_len} leaves no room for a long prompt",
+        )  # fmt: skip
     one_unit = len(_UNIT.format(n=100)) / CHARS_PER_TOKEN_ESTIMATE
-    estimated = base is None
+    try:
+        base: int | None = _count(ctx, 0, deadline)
+        unmeasured = None
+    except ReplyError as exc:
+        base, unmeasured = None, str(exc)
     units = max(1, int((target - (base or 40)) / one_unit))
     measured = None
-    if not estimated:
+    if base is not None:
         for _ in range(4):  # the count is close to linear in units; a few refinements land it
-            measured = _count(ctx, units, deadline)
-            if measured is None:
+            try:
+                measured = _count(ctx, units, deadline)
+            except ReplyError:
                 break
             if target - 2 * one_unit <= measured <= target:
                 break
-            per_unit = max((measured - (base or 0)) / units, 1.0)
-            units = max(1, int((target - (base or 0)) / per_unit))
+            # Within a factor of the estimate: a count that says a unit is ~0 tokens must not
+            # grow the prompt past any size.
+            per_unit = (measured - base) / units
+            per_unit = min(max(per_unit, one_unit / 2), 4 * one_unit)
+            units = max(1, int((target - base) / per_unit))
     body = {
         "model": ctx.model,
         "messages": _messages(units),
@@ -73,7 +81,7 @@ def run(ctx: LadderContext) -> RungResult:
     figures = {
         "target_tokens": target,
         "prompt_tokens": record.prompt_tokens or measured,
-        "measured_with": "estimate (no /tokenize)" if estimated else "/tokenize",
+        "measured_with": "/tokenize" if unmeasured is None else "estimate (no /tokenize)",
         "prompt_processing_s": record.ttft_s,
         "e2e_s": record.e2e_s,
     }
@@ -85,5 +93,5 @@ def run(ctx: LadderContext) -> RungResult:
         return ctx.result(
             "target_context", "failed", "the long prompt got an empty answer", **figures
         )
-    reason = "the length is an estimate: the server has no /tokenize" if estimated else None
+    reason = None if unmeasured is None else f"the length is an estimate: {unmeasured}"
     return ctx.result("target_context", "passed", reason, **figures)

@@ -1,0 +1,298 @@
+"""The redaction rules compiled into one alternation, with the role of every capturing group.
+
+A group either holds a secret of its rule, or marks (empty, at the end of a line) a secret that the
+next line holds: a name whose value comes on the next line of pretty-printed JSON or YAML, an
+option followed by a shell line continuation, a YAML block scalar, a list opened at the line end.
+Compiled once per knowledge base; the redactor keeps the per-bundle state.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import re2
+
+from vllm_triage.knowledge.schema import Redaction, RedactionRule, re2_superset
+
+# What a group holds: the secret itself, or the kind of value the next line carries.
+Role = Literal["secret", "value", "separator", "list", "block", "pair", "argument"]
+PENDING_ROLES = frozenset({"value", "separator", "list", "block", "pair", "argument"})
+
+# A value that is already a marker is never redacted again (redaction is idempotent).
+NOT_MARKER = r"(?!\[REDACTED:[a-z0-9_]+:[0-9a-f]{8}\]|\[OMITTED\])"
+# ... nor a value that starts, after quotes, brackets or blanks, with a marker.
+_NOT_MARKER_VALUE = r"""(?![\["' \t]*(?:\[REDACTED:[a-z0-9_]+:[0-9a-f]{8}\]|\[OMITTED\]))"""
+
+# Value forms after a secret name, option or header: the group holds the secret only, so quotes,
+# brackets and JSON escapes stay and the document keeps its shape.
+_DQ = r'"(?P<{g}>' + NOT_MARKER + r'(?:[^"\\\r\n]|\\.)*)"'
+_ESC_DQ = r'\\"(?P<{g}>' + NOT_MARKER + r'(?:(?!\\")[^\r\n])*)\\"'
+_SQ = r"'(?P<{g}>" + NOT_MARKER + r"(?:[^'\\\r\n]|\\.)*)'"
+_LIST = r"\[(?P<{g}>[^\[\]\r\n]*)\]"
+# A Python tuple: requests' auth=('user', 'password').
+_TUPLE = r"\((?P<{g}>[^()\r\n]*)\)"
+_BARE = r"(?P<{g}>[^\s\"'\\]*[^\s\"'\\,;)\]}])"
+_REST = r"""(?P<{g}>[^\s"'](?:[^\r\n]*[^\s,])?)"""
+_TO_QUOTE = r"""(?P<{g}>[^\s"'\\](?:[^"'\\\r\n]*[^\s"'\\])?)"""
+
+# The end of a line, also inside a Docker json-file line (an escaped newline before the quote).
+_EOL = r"""(?:\r?$|(?:\\r)?\\n(?="))"""
+_WORD_BEFORE = r"(?<![A-Za-z0-9_])"
+_NOT_IN_MARKER = r"(?<!\[REDACTED:)"
+_AFTER_NAME = r"(?![A-Za-z0-9_])"
+# Not `argument --api-key: expected one argument` (argparse's error, evidence to keep).
+_HEADER_BEFORE = r"(?<![-_])"
+_AFTER_OPTION = r"(?![A-Za-z0-9_-])"
+_Q = r"""\\?["']?"""
+# A value, not the next option nor a shell operator (`--add-to-git-credential <<< hf_...`).
+_OPTION_VALUE_START = r"(?!-[^0-9.]|[|;&<>])"
+
+# What may continue a secret cut at the end of a bounded piece of a very long line: by the form
+# of its value, the rest of the token, of the quoted string, of the list, of the line.
+_SPILL_TOKEN = r"""[^\s"'\\,;)\]}]*"""
+_SPILLS = {
+    _DQ: r'(?:[^"\\\r\n]|\\.)*',
+    _ESC_DQ: r'(?:(?!\\")[^\r\n])*',
+    _SQ: r"(?:[^'\\\r\n]|\\.)*",
+    _LIST: r"[^\[\]\r\n]*",
+    _TUPLE: r"[^()\r\n]*",
+    _REST: r"[^\r\n]*",
+    _TO_QUOTE: r"""[^"'\\\r\n]*""",
+}
+
+
+@dataclass(frozen=True)
+class Group:
+    """A capturing group of the alternation: its rule, its role, and how a cut secret continues."""
+
+    rule: RedactionRule
+    role: Role
+    spill: str = _SPILL_TOKEN
+
+
+@dataclass(frozen=True)
+class OptionRule:
+    """An argument rule as argv needs it: the option's pattern and the words it must follow."""
+
+    rule: RedactionRule
+    option: re.Pattern[str]
+    context: re.Pattern[str] | None
+
+
+@dataclass(frozen=True)
+class CompiledRules:
+    """Everything the redactor matches with, compiled once per knowledge base."""
+
+    pattern: re.Pattern[str]
+    groups: tuple[Group | None, ...]
+    prefilter_source: str
+    prefilter: Any  # RE2, shared: its matching is thread-safe and its DFA cache stays warm
+    shapes: re.Pattern[str]
+    shape_groups: tuple[Group | None, ...]
+    names: tuple[tuple[str, re.Pattern[str]], ...]
+    headers: tuple[tuple[RedactionRule, re.Pattern[str]], ...]
+    options: tuple[OptionRule, ...]
+
+
+def name_pattern(rule: RedactionRule) -> str:
+    """The case-insensitive pattern of a name rule's names, its exceptions excluded."""
+    exceptions = "|".join(re.escape(name) for name in rule.exceptions)
+    excluded = f"(?!(?:{exceptions}){_AFTER_NAME})" if exceptions else ""
+    return f"(?i:{excluded}(?:{rule.match}))"
+
+
+class _Builder:
+    """Assembles the one alternation; every capturing group in it has a rule and a role."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.groups: dict[str, Group] = {}
+
+    def _group(self, template: str, rule: RedactionRule, role: Role = "secret") -> str:
+        name = f"g{len(self.groups)}"
+        self.groups[name] = Group(rule, role, _SPILLS.get(template, _SPILL_TOKEN))
+        return template.replace("{g}", name)
+
+    def _values(self, rule: RedactionRule, *templates: str) -> str:
+        return "(?:" + "|".join(self._group(t, rule) for t in templates) + ")"
+
+    def _pending(self, rule: RedactionRule, *forms: tuple[str, Role]) -> str:
+        """Forms that end a line before the value: the role says what the next line holds."""
+        return "|".join(
+            before + self._group("(?P<{g}>)", rule, role) + _EOL for before, role in forms
+        )
+
+    def add(self, rule: RedactionRule) -> None:
+        if rule.kind in ("value", "url"):
+            self._add_shape(rule)
+        elif rule.kind == "name":
+            self._add_name(rule)
+        elif rule.kind == "argument":
+            self._add_argument(rule)
+        else:
+            self._add_header(rule)
+
+    def _add_shape(self, rule: RedactionRule) -> None:
+        if "(?P<secret>" in rule.match:
+            template = rule.match.replace("(?P<secret>", "(?P<{g}>" + NOT_MARKER, 1)
+            self.parts.append(self._group(template, rule))
+        else:
+            self.parts.append(self._group("(?P<{g}>" + rule.match + ")", rule))
+
+    def _add_name(self, rule: RedactionRule) -> None:
+        name = name_pattern(rule) + _AFTER_NAME
+        # At the start of a line (env dumps, .env files, YAML) an unquoted value runs to its end.
+        line_start = r"^[ \t]*(?:(?:export|ENV|ARG|-)[ \t]+)?" + name + r"[ \t]*[=:][ \t]*+"
+        inline = _WORD_BEFORE + _NOT_IN_MARKER + name + _Q + r"\]?[ \t]*[=:][ \t]*+"
+        next_line = self._pending(
+            rule,
+            (r"[|>][+-]?[0-9]?[ \t]*", "block"),
+            (r"\[[ \t]*", "list"),
+            ("", "value"),
+        )
+        inline_next_line = self._pending(
+            rule,
+            (r"[|>][+-]?[0-9]?[ \t]*", "block"),
+            (r"\[[ \t]*", "list"),
+            ("", "value"),
+        )
+        self.parts += [
+            line_start
+            + f"(?:{next_line}|"
+            + _NOT_MARKER_VALUE
+            + self._values(rule, _DQ, _SQ, _REST)
+            + ")",
+            inline
+            + f"(?:{inline_next_line}|"
+            + _NOT_MARKER_VALUE
+            + self._values(rule, _DQ, _ESC_DQ, _SQ, _LIST, _TUPLE, _BARE)
+            + ")",
+            # "password"<newline>: "x", the separator on the next line.
+            _WORD_BEFORE
+            + _NOT_IN_MARKER
+            + name
+            + _Q
+            + r"[ \t]*"
+            + self._pending(rule, ("", "separator")),
+            # Kubernetes-style pairs: {"name": "HF_TOKEN", "value": "x"}, `- name: HF_TOKEN`.
+            r"""\\?["']?\bname\\?["']?[ \t]*:[ \t]*\\?["']?"""
+            + name
+            + r"""\\?["']?[ \t]*,?[ \t]*(?:"""
+            + self._pending(rule, ("", "pair"))
+            + r"""|\\?["']?value\\?["']?[ \t]*:[ \t]*+"""
+            + _NOT_MARKER_VALUE
+            + self._values(rule, _DQ, _ESC_DQ, _SQ, _BARE)
+            + ")",
+        ]
+
+    def _add_argument(self, rule: RedactionRule) -> None:
+        option = "(?i:" + rule.match + ")" + _AFTER_OPTION
+        if rule.context:
+            # The option counts only after its command (`docker login ... -p`).
+            option = f"(?:{rule.context})(?:[ \t]+[^\\s|;&]+)*?[ \t]+{option}"
+        value = (
+            r"(?:=|[ \t\x00]++" + _OPTION_VALUE_START + ")"
+            + _NOT_MARKER_VALUE
+            + self._values(rule, _DQ, _ESC_DQ, _SQ, _BARE)
+        )  # fmt: skip
+        listed = (
+            r"""\\?["'],[ \t]*+\\?["']""" + _OPTION_VALUE_START
+            + _NOT_MARKER_VALUE
+            + self._values(rule, _TO_QUOTE)
+        )  # fmt: skip
+        # `--api-key \` (the backslash escaped once more inside a json-file line).
+        continued = self._pending(rule, (r"[ \t]+\\\\?[ \t]*", "argument"))
+        self.parts.append(f"{option}(?:{value}|{listed}|{continued})")
+
+    def _add_header(self, rule: RedactionRule) -> None:
+        header = (
+            _HEADER_BEFORE
+            + "(?i:"
+            + rule.match
+            + ")"
+            + _AFTER_OPTION
+            + _Q
+            + r"[ \t]*[:=][ \t]*+"
+            + _Q
+        )
+        prefix = f"(?:{rule.keep_prefix})?+" if rule.keep_prefix else ""
+        self.parts.append(header + prefix + _NOT_MARKER_VALUE + self._values(rule, _TO_QUOTE))
+
+    def compile(self) -> tuple[re.Pattern[str], tuple[Group | None, ...]]:
+        """The alternation, and the group of each group index (None for index 0)."""
+        pattern = re.compile("|".join(self.parts), re.MULTILINE | re.ASCII)
+        if pattern.groups != len(self.groups):
+            raise ValueError("a redaction pattern defines a capturing group of its own")
+        groups: list[Group | None] = [None] * (pattern.groups + 1)
+        for name, index in pattern.groupindex.items():
+            groups[index] = self.groups[name]
+        return pattern, tuple(groups)
+
+
+def _compile(redaction: Redaction) -> CompiledRules:
+    builder = _Builder()
+    for rule in redaction.rules:
+        builder.add(rule)
+    pattern, groups = builder.compile()
+    shapes = _Builder()
+    for rule in redaction.rules:
+        if rule.kind == "value":
+            shapes.add(rule)
+    # The parts of a match kept in clear are searched for shapes only (they have no context).
+    shape_pattern, shape_groups = shapes.compile()
+    source = "(?m)" + re2_superset(pattern.pattern)
+    return CompiledRules(
+        pattern=pattern,
+        groups=groups,
+        prefilter_source=source,
+        prefilter=prefilter(source),
+        shapes=shape_pattern,
+        shape_groups=shape_groups,
+        names=tuple(
+            (rule.id, re.compile(name_pattern(rule), re.ASCII))
+            for rule in redaction.rules
+            if rule.kind == "name"
+        ),
+        headers=tuple(
+            (rule, re.compile(f"(?i:{rule.match})", re.ASCII))
+            for rule in redaction.rules
+            if rule.kind == "header"
+        ),
+        options=tuple(
+            OptionRule(
+                rule,
+                re.compile(f"(?i:{rule.match})", re.ASCII),
+                re.compile(rule.context, re.ASCII) if rule.context else None,
+            )
+            for rule in redaction.rules
+            if rule.kind == "argument"
+        ),
+    )
+
+
+_CACHE: dict[int, tuple[Redaction, CompiledRules]] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 8
+
+
+def compiled_rules(redaction: Redaction) -> CompiledRules:
+    """The compiled rules of a knowledge base's redaction section (compiled once, then shared)."""
+    with _CACHE_LOCK:
+        cached = _CACHE.get(id(redaction))
+        if cached is not None and cached[0] is redaction:
+            return cached[1]
+        rules = _compile(redaction)
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[id(redaction)] = (redaction, rules)
+        return rules
+
+
+def prefilter(source: str) -> Any:
+    """The RE2 prefilter: one DFA pass that matches wherever the Python pattern can start."""
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    return re2.compile(source, options)
