@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_diagnose import generate_log  # noqa: E402
 
-from vllm_triage.collect.redact import Redactor  # noqa: E402
 from vllm_triage.knowledge import DATA_DIR, KnowledgeBase, load_knowledge  # noqa: E402
+from vllm_triage.redact import Redactor  # noqa: E402
 
 REFERENCE = "3294618"
 MIB = 1 << 20

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_triage.collect import archive as archive_module
-from vllm_triage.collect.archive import ArchiveError, ArchiveLimits, pack, unpack
+from vllm_triage.bundle import archive as archive_module
+from vllm_triage.bundle.archive import ArchiveError, ArchiveLimits, pack, unpack
 from vllm_triage.errors import InputError
 
 MiB = 1024**2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_triage.collect.bundle import BundleError, open_bundle
+from vllm_triage.bundle.read import BundleError, open_bundle
 from vllm_triage.diagnose import diagnose
 from vllm_triage.errors import InputError
 

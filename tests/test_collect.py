@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from fakehost import DECOYS, FakeHost, replay_kimi_k3_node
 
+from vllm_triage.bundle.read import open_bundle
 from vllm_triage.collect import CollectOptions, collect
 from vllm_triage.collect.api import MARGIN_SECONDS
-from vllm_triage.collect.bundle import open_bundle
 from vllm_triage.collect.runner import ALLOWED_COMMANDS, DEFAULT_OUTPUT_CAP, IMAGE_PROBE_SCRIPT
 from vllm_triage.diagnose import diagnose
 from vllm_triage.errors import InputError

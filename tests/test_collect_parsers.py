@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_triage.collect.models import ModelFilesFacts, Mount
+from vllm_triage.bundle.models import ModelFilesFacts, Mount
 from vllm_triage.collect.probes.communication import nccl_from_log, parse_ibv_devinfo
 from vllm_triage.collect.probes.container import parse_container_inspect
 from vllm_triage.collect.probes.gpu import (

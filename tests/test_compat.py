@@ -11,7 +11,7 @@ import pytest
 
 from vllm_triage.diagnose import compat
 from vllm_triage.diagnose.compat import require_satisfied
-from vllm_triage.diagnose.image import ImageError, image_cuda_from_config, image_cuda_from_reference
+from vllm_triage.image.config import ImageError, image_cuda_from_config, image_cuda_from_reference
 from vllm_triage.versions import CudaVersion, DriverVersion
 
 DATA = Path(__file__).parent / "data" / "image-configs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_triage.collect.models import (
+from vllm_triage.bundle.models import (
     BundleFacts,
     ContainerFacts,
     GpuFacts,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_triage.knowledge import DATA_DIR, KnowledgeError, check_knowledge, load_knowledge
+from vllm_triage.knowledge import DATA_DIR, KnowledgeError, load_knowledge
+from vllm_triage.ties import check_knowledge
 
 
 @pytest.fixture

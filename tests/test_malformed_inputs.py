@@ -32,26 +32,26 @@ from hypothesis import strategies as st
 from peak_memory import run_measured
 from rich.console import Console
 
-from vllm_triage.collect.bundle import (
+from vllm_triage.bundle.read import (
     MAX_FACTS_BYTES,
     MAX_MANIFEST_BYTES,
     BundleError,
     open_bundle,
 )
 from vllm_triage.diagnose import compat, diagnose
-from vllm_triage.diagnose.image import image_cuda_from_document
 from vllm_triage.errors import InputError
+from vllm_triage.image.config import image_cuda_from_document
 from vllm_triage.knowledge import KnowledgeBase
-from vllm_triage.render.markdown import prefix_markdown
-from vllm_triage.render.prefix_check import prefix_renderable
-from vllm_triage.render.printable import printable
-from vllm_triage.validate.prefix_check import (
+from vllm_triage.prefix.check import (
     MAX_LINE_WEIGHT,
     MAX_REQUESTS,
     MAX_SAMPLE_WEIGHT,
     load_requests,
     prefix_check,
 )
+from vllm_triage.render.markdown import prefix_markdown
+from vllm_triage.render.prefix_check import prefix_renderable
+from vllm_triage.render.printable import printable
 
 MB = 1 << 20
 GiB = 1 << 30

@@ -18,9 +18,7 @@ import pytest
 
 from vllm_triage.errors import InputError
 from vllm_triage.launch import parse_launch_command
-from vllm_triage.render.markdown import prefix_markdown
-from vllm_triage.render.prefix_check import prefix_renderable
-from vllm_triage.validate.prefix_check import (
+from vllm_triage.prefix.check import (
     SHAPES,
     check_launch,
     common_prefix,
@@ -29,7 +27,9 @@ from vllm_triage.validate.prefix_check import (
     prefix_check,
     render_canonical,
 )
-from vllm_triage.validate.prefix_models import PrefixReport
+from vllm_triage.prefix.models import PrefixReport
+from vllm_triage.render.markdown import prefix_markdown
+from vllm_triage.render.prefix_check import prefix_renderable
 
 REPO = Path(__file__).parent.parent
 EXIT_OK, EXIT_BAD_INPUT = 0, 2

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_triage.collect.redact import MARKER, OMITTED, STREAM_BLOCK, RedactedEnv, Redactor
-from vllm_triage.knowledge import DATA_DIR, KnowledgeError, check_knowledge, load_knowledge
+from vllm_triage.knowledge import DATA_DIR, KnowledgeError, load_knowledge
 from vllm_triage.knowledge.schema import re2_superset
+from vllm_triage.redact import MARKER, OMITTED, STREAM_BLOCK, RedactedEnv, Redactor
+from vllm_triage.ties import check_knowledge
 
 DATA = Path(__file__).parent / "data"
 KB = load_knowledge()

@@ -28,10 +28,10 @@ from vllm_triage.errors import InputError
 from vllm_triage.inputs import open_input, read_errors
 from vllm_triage.knowledge import (
     KnowledgeError,
-    check_knowledge,
     grep_patterns,
     load_knowledge,
 )
+from vllm_triage.prefix.check import prefix_check as prefix_check_requests
 from vllm_triage.render.collect import allow_list_renderable, collect_renderable
 from vllm_triage.render.knowledge import knowledge_renderable
 from vllm_triage.render.markdown import compat_markdown, diagnosis_markdown, prefix_markdown
@@ -39,11 +39,11 @@ from vllm_triage.render.prefix_check import prefix_renderable
 from vllm_triage.render.printable import printable
 from vllm_triage.render.text import compat_renderable, diagnosis_renderable
 from vllm_triage.render.validate import rung_line, validate_renderable
+from vllm_triage.ties import check_knowledge
 from vllm_triage.validate import ValidateOptions, ValidateResult, ValidationInterrupted
 from vllm_triage.validate import validate as run_validate
 from vllm_triage.validate.context import DEFAULT_DEADLINES, parse_deadlines
 from vllm_triage.validate.models import RungName, RungResult
-from vllm_triage.validate.prefix_check import prefix_check as prefix_check_requests
 
 EXIT_OK, EXIT_CANNOT_RUN, EXIT_BAD_INPUT, EXIT_BROKEN_KNOWLEDGE = 0, 1, 2, 3
 EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE

@@ -23,17 +23,11 @@ from types import FrameType
 from typing import Any
 
 from vllm_triage import __version__
-from vllm_triage.collect.archive import pack
-from vllm_triage.collect.bundle import (
-    BUNDLE_PREFIX,
-    FACTS,
-    MANIFEST,
-    BundleWriter,
-    remove_partial,
-)
+from vllm_triage.bundle.archive import pack
+from vllm_triage.bundle.layout import BUNDLE_PREFIX, FACTS, MANIFEST
+from vllm_triage.bundle.models import BundleFacts, Manifest, ProbeState, ProbeStatus
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.facts import bounded
-from vllm_triage.collect.models import BundleFacts, Manifest, ProbeState, ProbeStatus
 from vllm_triage.collect.probes import PROBES, CollectOptions, Probe
 from vllm_triage.collect.probes.base import (
     NotAvailable,
@@ -43,11 +37,12 @@ from vllm_triage.collect.probes.base import (
     ProbeTimedOut,
     SharedResults,
 )
-from vllm_triage.collect.redact import Redactor
 from vllm_triage.collect.runner import CommandRunner
+from vllm_triage.collect.writer import BundleWriter, remove_partial
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import STDIN, open_input
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.redact import Redactor
 
 # After the deadline, a probe whose commands were all killed gets this long to return.
 _GRACE_SECONDS = 0.5

@@ -6,19 +6,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from vllm_triage.collect.bundle import Bundle, open_bundle
+from vllm_triage.bundle.read import Bundle, open_bundle
 from vllm_triage.diagnose.analyzer import analyze
 from vllm_triage.diagnose.compat import check_compat
 from vllm_triage.diagnose.facts import fact_findings
-from vllm_triage.diagnose.image import (
+from vllm_triage.diagnose.logreader import LogError
+from vllm_triage.diagnose.scan import FileScan, scan_log
+from vllm_triage.errors import InputError
+from vllm_triage.image.config import (
     ImageCuda,
     ImageError,
     image_cuda_from_config,
     image_cuda_from_reference,
 )
-from vllm_triage.diagnose.logreader import LogError
-from vllm_triage.diagnose.scan import FileScan, scan_log
-from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name, open_input, read_errors
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.knowledge.schema import Recipe
@@ -26,16 +26,6 @@ from vllm_triage.models import CompatVerdict, Diagnosis, Finding
 from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
 
 _Version = TypeVar("_Version", CudaVersion, DriverVersion)
-
-
-def resolve_recipe(kb: KnowledgeBase, name: str | None) -> Recipe | None:
-    if name is None:
-        return None
-    recipe = kb.recipes.get(name)
-    if recipe is None:
-        known = ", ".join(sorted(kb.recipes)) or "none"
-        raise InputError(f"unknown recipe {name!r} (known: {known})")
-    return recipe
 
 
 def resolve_image_cuda(
@@ -120,19 +110,6 @@ def _scan_bundle_logs(bundle: Bundle, kb: KnowledgeBase, notes: list[str]) -> li
     return scans
 
 
-def recipe_for_model(kb: KnowledgeBase, model: str | None) -> Recipe | None:
-    """The recipe whose model id the launch's model names (a hub id or a local folder of it)."""
-    if not model:
-        return None
-    name = model.rstrip("/").lower()
-    for recipe in kb.recipes.values():
-        for model_id in recipe.model_ids:
-            wanted = model_id.lower()
-            if name == wanted or name.endswith("/" + wanted.split("/")[-1]):
-                return recipe
-    return None
-
-
 def _bundle_inputs(
     kb: KnowledgeBase, bundle: Bundle
 ) -> tuple[str | None, ImageCuda | None, str | None, Recipe | None, list[str]]:
@@ -163,7 +140,7 @@ def _bundle_inputs(
         gpu = facts.kubernetes.gpu_product
     launch = facts.vllm.launch if facts.vllm else None
     found = str(driver) if driver is not None else None
-    return found, cuda, gpu, recipe_for_model(kb, launch.model if launch else None), notes
+    return found, cuda, gpu, kb.recipe_for_model(launch.model if launch else None), notes
 
 
 def _usable(
@@ -195,7 +172,7 @@ def diagnose(
     kb = kb or load_knowledge()
     if not logs and bundle is None:
         raise InputError("give at least one log file (or - for standard input), or --bundle")
-    chosen = resolve_recipe(kb, recipe)
+    chosen = kb.recipe(recipe) if recipe is not None else None
     if bundle is None:
         cuda = resolve_image_cuda(kb, image_cuda, image_config, image, chosen)
         notes: list[str] = []

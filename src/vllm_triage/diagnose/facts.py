@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vllm_triage.collect.models import BundleFacts
+from vllm_triage.bundle.models import BundleFacts
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.models import Evidence, Finding
 

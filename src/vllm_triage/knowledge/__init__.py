@@ -1,6 +1,5 @@
 """The knowledge base: compatibility tables, recipes and log signatures, as validated data."""
 
-from vllm_triage.knowledge.check import check_knowledge
 from vllm_triage.knowledge.export import grep_patterns
 from vllm_triage.knowledge.loader import DATA_DIR, KnowledgeBase, KnowledgeError, load_knowledge
 
@@ -8,7 +7,6 @@ __all__ = [
     "DATA_DIR",
     "KnowledgeBase",
     "KnowledgeError",
-    "check_knowledge",
     "grep_patterns",
     "load_knowledge",
 ]

@@ -41,32 +41,7 @@ def _table_problems(kb: KnowledgeBase) -> list[str]:
     return problems
 
 
-def _redaction_problems(kb: KnowledgeBase) -> list[str]:
-    """Run every redaction example through the real redactor (a fresh one per example)."""
-    from vllm_triage.collect.redact import Redactor  # collect imports knowledge: import late
-
-    problems = []
-    for rule in kb.redaction.rules:
-        where = f"redaction.yaml {rule.id}"
-        for example in rule.examples.positive:
-            redactor = Redactor(kb)
-            redacted = redactor.text(example)
-            if not redactor.report()[rule.id]:
-                problems.append(f"{where}: positive example not redacted by it: {example!r}")
-            elif Redactor(kb).text(redacted) != redacted:
-                problems.append(f"{where}: redacting twice changes {example!r}")
-        for example in rule.examples.negative:
-            redactor = Redactor(kb)
-            if redactor.text(example) != example:
-                fired = ", ".join(k for k, v in redactor.report().items() if v)
-                problems.append(f"{where}: negative example redacted (by {fired}): {example!r}")
-    for entry in kb.redaction.env_allow:
-        for name in entry.names:
-            if Redactor(kb).env({name: "x"}).kept.get(name) != "x":
-                problems.append(f"redaction.yaml env_allow {name}: a secret name; secrets win")
-    return problems
-
-
-def check_knowledge(kb: KnowledgeBase) -> list[str]:
-    """Return every problem found (empty when the knowledge base is sound)."""
-    return _table_problems(kb) + _signature_problems(kb) + _redaction_problems(kb)
+def data_problems(kb: KnowledgeBase) -> list[str]:
+    """Problems the data shows on its own: tables that disagree, signatures against their examples.
+    The ties between the data and the code that reads it are checked in vllm_triage.ties."""
+    return _table_problems(kb) + _signature_problems(kb)

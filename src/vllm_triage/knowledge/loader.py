@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from vllm_triage.errors import InputError
 from vllm_triage.knowledge.schema import (
     CudaFamily,
     CudaToolkit,
@@ -57,6 +58,26 @@ class KnowledgeBase:
     vllm_metrics: MetricAliases
     fact_checks: list[FactCheck]
     files: list[str] = field(default_factory=list)
+
+    def recipe(self, name: str) -> Recipe:
+        """The recipe of that id; InputError (one line, the known ids) for any other name."""
+        recipe = self.recipes.get(name)
+        if recipe is None:
+            known = ", ".join(sorted(self.recipes)) or "none"
+            raise InputError(f"unknown recipe {name!r} (known: {known})")
+        return recipe
+
+    def recipe_for_model(self, model: str | None) -> Recipe | None:
+        """The recipe whose model id the launch's model names (a hub id or a local folder of it)."""
+        if not model:
+            return None
+        name = model.rstrip("/").lower()
+        for recipe in self.recipes.values():
+            for model_id in recipe.model_ids:
+                wanted = model_id.lower()
+                if name == wanted or name.endswith("/" + wanted.split("/")[-1]):
+                    return recipe
+        return None
 
     def signature(self, rule_id: str) -> Signature | None:
         return next((s for s in self.signatures if rule_id in (s.id, s.name)), None)

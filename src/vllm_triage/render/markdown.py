@@ -5,7 +5,7 @@ from __future__ import annotations
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from vllm_triage.models import CompatVerdict, Diagnosis
-from vllm_triage.validate.prefix_models import PrefixReport
+from vllm_triage.prefix.models import PrefixReport
 
 _ENV = Environment(
     loader=PackageLoader("vllm_triage.render", "templates"),

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from vllm_triage.validate.prefix_models import Divergence, PrefixReport
+from vllm_triage.prefix.models import Divergence, PrefixReport
 
 MAX_ROWS = 6
 

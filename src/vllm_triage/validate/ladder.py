@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 
-from vllm_triage.diagnose.api import recipe_for_model, resolve_recipe
 from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.launch import parse_launch_command
@@ -123,7 +122,8 @@ def _check_options(options: ValidateOptions, kb: KnowledgeBase) -> None:
     for log in options.logs:
         if not log.is_file():
             raise InputError(f"{log}: no such log file")
-    resolve_recipe(kb, options.recipe)
+    if options.recipe is not None:
+        kb.recipe(options.recipe)
 
 
 def _memory_figures(ctx: LadderContext, result: RungResult, deadline: float) -> None:
@@ -181,8 +181,10 @@ def validate(
     interrupted = False
     with (folder / "requests.jsonl").open("w", encoding="utf-8") as stream:
         ctx = LadderContext(options, client, kb, Recorder(stream, credentials), launch=launch)
-        ctx.recipe = resolve_recipe(kb, options.recipe) or recipe_for_model(
-            kb, launch.model if launch else None
+        ctx.recipe = (
+            kb.recipe(options.recipe)
+            if options.recipe is not None
+            else kb.recipe_for_model(launch.model if launch else None)
         )
         stop_reason = None
         try:
@@ -197,7 +199,7 @@ def validate(
                 started = time.monotonic()
                 result = _climb(name, ctx)
                 if name == "health" and ctx.recipe is None:
-                    ctx.recipe = recipe_for_model(kb, ctx.model)
+                    ctx.recipe = kb.recipe_for_model(ctx.model)
                 if not ctx.unreachable:
                     _memory_figures(ctx, result, started + options.deadlines[name])
                 result.duration_s = round(time.monotonic() - started, 3)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+from vllm_triage.bundle.models import CommunicationFacts, RdmaPort
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import CommunicationFacts, RdmaPort
 from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
 from vllm_triage.collect.probes.container import container_for
 from vllm_triage.collect.probes.vllm import launch_args

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from vllm_triage.bundle.models import ContainerFacts, Mount
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import ContainerFacts, Mount
 from vllm_triage.collect.probes.base import (
     NotAvailable,
     Probe,
@@ -17,7 +17,7 @@ from vllm_triage.collect.probes.base import (
     ProbeFailed,
     ProbeOutput,
 )
-from vllm_triage.diagnose.image import ImageError, image_cuda_from_document
+from vllm_triage.image.config import ImageError, image_cuda_from_document
 from vllm_triage.safejson import JsonError, parse_json
 
 _RUNTIME_FILES = ("/etc/docker/daemon.json", "/etc/containers/containers.conf")

@@ -10,8 +10,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from vllm_triage.bundle.models import GpuDevice, GpuFacts
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import GpuDevice, GpuFacts
 from vllm_triage.collect.probes.base import (
     NotAvailable,
     Probe,

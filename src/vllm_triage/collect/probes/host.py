@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import platform
 
+from vllm_triage.bundle.models import HostFacts
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import HostFacts
 from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
 
 _HOST_FILES = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
+from vllm_triage.bundle.models import ImageProbeFacts
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import ImageProbeFacts
 from vllm_triage.collect.probes.base import (
     NotAvailable,
     Probe,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_triage.bundle.models import KubernetesFacts, PodContainer, PodEvent
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import KubernetesFacts, PodContainer, PodEvent
 from vllm_triage.collect.probes.base import (
     NotAvailable,
     Probe,

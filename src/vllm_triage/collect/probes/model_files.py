@@ -11,8 +11,8 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from vllm_triage.bundle.models import ModelFilesFacts, Mount
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import ModelFilesFacts, Mount
 from vllm_triage.collect.probes.base import NotAvailable, Probe, ProbeContext, ProbeOutput
 from vllm_triage.collect.probes.container import container_for
 from vllm_triage.collect.probes.vllm import launch_args

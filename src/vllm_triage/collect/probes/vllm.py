@@ -9,8 +9,8 @@ import contextlib
 import importlib.metadata
 import re
 
+from vllm_triage.bundle.models import VllmFacts
 from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.models import VllmFacts
 from vllm_triage.collect.probes.base import Probe, ProbeContext, ProbeOutput
 from vllm_triage.collect.probes.container import container_for
 from vllm_triage.collect.probes.kubernetes import pod_for

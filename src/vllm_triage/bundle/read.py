@@ -1,19 +1,14 @@
-"""The bundle on disk: written once, every byte through the redactor, with a manifest of checksums;
-read back from a folder or a .tar.gz (safely unpacked) by `diagnose --bundle`.
+"""Reading a bundle from anyone: a folder or a .tar.gz (safely unpacked), its manifest and facts
+checked against caps and the schema, its files opened without following links out of it.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
-import io
-import json
 import os
-import shutil
 import stat
 import tempfile
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -21,145 +16,17 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from vllm_triage.collect.archive import unpack
-from vllm_triage.collect.captured import CapturedFile
-from vllm_triage.collect.excerpt import FileExcerpt
-from vllm_triage.collect.models import BundleFacts, BundleFile, Manifest
-from vllm_triage.collect.redact import Redactor
+from vllm_triage.bundle.archive import unpack
+from vllm_triage.bundle.layout import BUNDLE_PREFIX, FACTS, LOGS, MANIFEST, stream_sha256
+from vllm_triage.bundle.models import BundleFacts, Manifest
 from vllm_triage.errors import InputError
-from vllm_triage.inputs import display_name, file_kind, open_input
+from vllm_triage.inputs import display_name, file_kind
 from vllm_triage.models import SCHEMA_VERSION, Artifact
 from vllm_triage.safejson import JsonError, parse_json
-
-MANIFEST = "manifest.json"
-FACTS = "facts.json"
-LOGS = "logs"
-BUNDLE_PREFIX = "bundle-"
-_CHUNK = 1024 * 1024
-# What one streamed file keeps at most (head and tail), and the least a share of the budget gives.
-STREAM_FILE_CAP = 32 * 1024 * 1024
-_MIN_FILE_CAP = 1024 * 1024
 
 
 class BundleError(InputError):
     """A bundle that cannot be read: missing manifest, bad JSON, wrong schema; one line."""
-
-
-def _safe_relative(path: str) -> PurePosixPath:
-    relative = PurePosixPath(path)
-    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-        raise ValueError(f"bundle path {path!r} is not a plain relative path")
-    return relative
-
-
-@dataclass
-class BundleWriter:
-    """Writes files into a bundle folder under construction, redacting names and contents.
-
-    Streamed files (command outputs, logs) keep at most `file_cap` bytes each (head and tail, see
-    excerpt.py) and are written within a deadline and a size budget shared between them: what
-    does not fit is left out with a line saying so in the file and a note in the manifest, never
-    written unredacted.
-    """
-
-    folder: Path
-    redactor: Redactor
-    file_cap: int = STREAM_FILE_CAP
-    files: list[BundleFile] = field(default_factory=list)
-
-    def add(self, captured: CapturedFile, probe: str) -> str:
-        """Write one captured file (redacted) and record it; returns its path in the bundle."""
-        return self._write(captured, probe, self.file_cap, None)
-
-    def add_streams(
-        self, streams: Sequence[tuple[CapturedFile, str]], deadline: float, budget: int
-    ) -> list[str]:
-        """Write (file, probe) pairs that stream from a source, sharing what is left of the time
-        and of `budget` bytes fairly (unused shares pass on); their paths in the bundle."""
-        paths = []
-        used = 0
-        for index, (captured, probe) in enumerate(streams):
-            left = len(streams) - index
-            now = time.monotonic()
-            share = now + max(0.0, deadline - now) / left
-            cap = min(self.file_cap, max(_MIN_FILE_CAP, (budget - used) // left))
-            paths.append(self._write(captured, probe, cap, share))
-            used += self.files[-1].size
-        return paths
-
-    def write_json(self, name: str, document: Any, probe: str) -> None:
-        self.add(CapturedFile(name, document=document), probe)
-
-    def _write(self, captured: CapturedFile, probe: str, cap: int, deadline: float | None) -> str:
-        self.redactor.end_of_file()
-        relative = _safe_relative(self.redactor.text(captured.path))
-        target = self.folder / relative
-        taken = {f.path for f in self.files}
-        stem, counter = str(relative), 1
-        while str(relative) in taken:
-            counter += 1
-            relative = PurePosixPath(f"{stem}.{counter}")
-            target = self.folder / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        notes = [captured.note] if captured.note else []
-        with target.open("wb") as out:
-            if captured.document is not None:
-                text = json.dumps(
-                    self.redactor.json(captured.document), indent=2, ensure_ascii=False
-                )
-                out.write((text + "\n").encode("utf-8", errors="surrogateescape"))
-            elif captured.source is not None:
-                # A regular file only: a FIFO or a device given as a log would block.
-                with open_input(captured.source, "a log file") as (raw, _):
-                    size = os.fstat(raw.fileno()).st_size
-                    notes += self._copy_redacted(raw, size, out, cap, deadline)
-            else:
-                data = (captured.text or "").encode("utf-8", errors="surrogateescape")
-                notes += self._copy_redacted(io.BytesIO(data), len(data), out, cap, deadline)
-        self.redactor.end_of_file()
-        self.files.append(
-            BundleFile(
-                path=str(relative),
-                sha256=_sha256(target),
-                size=target.stat().st_size,
-                probe=probe,
-                truncated=bool(notes),
-                note=self.redactor.text("; ".join(notes)) if notes else None,
-            )
-        )
-        return str(relative)
-
-    def _copy_redacted(
-        self, raw: BinaryIO, size: int, out: BinaryIO, cap: int, deadline: float | None
-    ) -> list[str]:
-        """Stream text through the redactor in bounded pieces (head and tail when it is over the
-        cap) until the deadline; what was left out."""
-        notes = []
-        excerpt = FileExcerpt(raw, size, cap)
-        done = self.redactor.stream(excerpt.blocks(), out, deadline)
-        if excerpt.omitted:
-            notes.append(
-                f"{excerpt.omitted} of {size} bytes left out in the middle (the first and "
-                "the last parts are kept)"
-            )
-        if not done.complete:
-            kept = size - excerpt.omitted
-            out.write(
-                f"\n[vllm-triage: the collect deadline came here; {kept - done.read} more "
-                "bytes were not redacted in time and are not in the bundle]\n".encode()
-            )
-            notes.append(
-                f"redaction stopped at the collect deadline after {done.read} of {kept} bytes"
-            )
-        return notes
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # Caps on reading a bundle from anyone. collect writes a few KiB of manifest and facts (the real
@@ -297,13 +164,6 @@ def _open_inside(folder: Path, relative: PurePosixPath) -> BinaryIO:
     return os.fdopen(file_fd, "rb")
 
 
-def _digest(stream: BinaryIO) -> str:
-    digest = hashlib.sha256()
-    while chunk := stream.read(_CHUNK):
-        digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _verify(folder: Path, manifest: Manifest) -> list[str]:
     """Each file the manifest lists: present, a regular file inside the bundle, same checksum."""
     problems = []
@@ -317,7 +177,7 @@ def _verify(folder: Path, manifest: Manifest) -> list[str]:
             with _open_inside(folder, PurePosixPath(entry.path)) as stream:
                 # A size that differs needs no hashing (a huge file is not read for nothing).
                 size = os.fstat(stream.fileno()).st_size
-                if size != entry.size or _digest(stream) != entry.sha256:
+                if size != entry.size or stream_sha256(stream) != entry.sha256:
                     problems.append(
                         f"{display_name(entry.path)}: checksum differs from the manifest "
                         "(changed after collect)"
@@ -394,7 +254,3 @@ def _read_folder(folder: Path) -> Bundle:
     facts: BundleFacts = _load_model(folder, FACTS, BundleFacts, MAX_FACTS_BYTES)
     logs, notes = _list_logs(folder)
     return Bundle(folder, manifest, facts, [*_verify(folder, manifest), *notes], logs)
-
-
-def remove_partial(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)

@@ -28,13 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from vllm_triage.diagnose.api import recipe_for_model
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import open_input, read_errors
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.launch import LaunchArgs, parse_launch_command
-from vllm_triage.safejson import JsonError, parse_json
-from vllm_triage.validate.prefix_models import (
+from vllm_triage.prefix.models import (
     EXPECTED_CLASSES,
     ClassCount,
     Divergence,
@@ -43,6 +41,7 @@ from vllm_triage.validate.prefix_models import (
     PrefixReport,
     RequestShare,
 )
+from vllm_triage.safejson import JsonError, parse_json
 
 MAX_REQUESTS = 200
 # Reading caps. A request body with long prompts and inline images fits in a line; a runaway
@@ -910,7 +909,7 @@ def _flag_given(launch: LaunchArgs, flag: str, kb: KnowledgeBase) -> bool:
 def check_launch(launch: LaunchArgs, kb: KnowledgeBase | None = None) -> LaunchCheck:
     """Does the launch command turn prefix caching on (explicitly, where the recipe needs it)?"""
     kb = kb or load_knowledge()
-    recipe = recipe_for_model(kb, launch.model)
+    recipe = kb.recipe_for_model(launch.model)
     required = next(
         (f for f in (recipe.required_flags if recipe else []) if f.flag == PREFIX_CACHING_FLAG),
         None,

@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from vllm_triage.collect.redact_lines import (
+from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.knowledge.schema import RedactionRule
+from vllm_triage.redact.lines import (
     BARE_ARGUMENT,
     BARE_TO_END,
     CONTINUED,
@@ -42,15 +44,13 @@ from vllm_triage.collect.redact_lines import (
     indentation,
     trim,
 )
-from vllm_triage.collect.redact_rules import (
+from vllm_triage.redact.rules import (
     PENDING_ROLES,
     CompiledRules,
     Group,
     compiled_rules,
     prefilter,
 )
-from vllm_triage.knowledge import KnowledgeBase, load_knowledge
-from vllm_triage.knowledge.schema import RedactionRule
 from vllm_triage.safejson import JsonError, parse_json
 
 MARKER = "[REDACTED:{rule}:{digest}]"

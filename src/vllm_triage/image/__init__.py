@@ -1,0 +1,1 @@
+"""An image's CUDA and requirements, from its config or, as a fallback, its tag."""
