@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vllm_triage.diagnose import compat
-from vllm_triage.diagnose.compat import require_satisfied
+from vllm_triage.diagnose.threshold import require_satisfied
 from vllm_triage.image.config import ImageError, image_cuda_from_config, image_cuda_from_reference
 from vllm_triage.versions import CudaVersion, DriverVersion
 

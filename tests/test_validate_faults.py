@@ -12,7 +12,7 @@ from fakeserver import FakeServer
 
 from vllm_triage.errors import InputError
 from vllm_triage.validate import ValidateOptions, validate
-from vllm_triage.validate.context import DEFAULT_DEADLINES
+from vllm_triage.validate.deadlines import DEFAULT_DEADLINES
 
 SHORT = {name: 4.0 for name in DEFAULT_DEADLINES}
 

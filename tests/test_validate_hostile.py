@@ -23,7 +23,7 @@ import pytest
 from peak_memory import run_measured
 
 from vllm_triage.validate import ValidateOptions, validate
-from vllm_triage.validate.context import DEFAULT_DEADLINES
+from vllm_triage.validate.deadlines import DEFAULT_DEADLINES
 
 HOSTILE = Path(__file__).resolve().parent / "hostile.py"
 DEADLINE = 2.0

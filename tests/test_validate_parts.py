@@ -16,8 +16,8 @@ from vllm_triage.errors import InputError
 from vllm_triage.validate import ValidateOptions, validate
 from vllm_triage.validate.body import BodyError, lines, read_body
 from vllm_triage.validate.client import Answer, StreamedToolCall
-from vllm_triage.validate.context import DEFAULT_DEADLINES, parse_deadlines
 from vllm_triage.validate.credentials import Credentials, public_url
+from vllm_triage.validate.deadlines import DEFAULT_DEADLINES, parse_deadlines
 from vllm_triage.validate.metrics import MetricsError, flag, parse_metrics
 from vllm_triage.validate.models import RequestRecord, RungResult
 from vllm_triage.validate.rungs.concurrency import level_figures, levels, percentile

@@ -1,59 +1,87 @@
-"""The command line: parse, call one library function, render. Exit codes are part of the contract.
-
-Exit codes: 0 success (compat: compatible or conditional); 1 compat says it cannot run as the host
-stands (forward_compat_only, incompatible), or `knowledge check` found problems; 2 bad input;
-3 the knowledge base itself is broken; 70 an internal error (a bug: one line, and the traceback
-with VLLM_TRIAGE_TRACEBACK=1); 130 interrupted.
+"""The command line: parse, call one library function, render. Each command imports what it
+needs when it runs, so `--help` and the small commands start fast. Exit codes are a contract and
+live in vllm_triage.errors (0 ok, 1 no-go, 2 bad input, 3 broken knowledge, 70 a bug, 130
+interrupted); every error a user sees is one line on stderr, whichever way the command ends.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from pydantic import BaseModel
-from rich.console import Console, RenderableType
+from typer.core import TyperGroup
 
 from vllm_triage import __version__
-from vllm_triage.collect import CollectOptions
-from vllm_triage.collect import collect as collect_bundle
-from vllm_triage.diagnose import compat as compat_verdict
-from vllm_triage.diagnose import diagnose as diagnose_logs
-from vllm_triage.errors import InputError
-from vllm_triage.inputs import open_input, read_errors
-from vllm_triage.knowledge import (
-    KnowledgeError,
-    grep_patterns,
-    load_knowledge,
+from vllm_triage.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_NO_GO,
+    EXIT_OK,
+    InputError,
+    TriageError,
 )
-from vllm_triage.prefix.check import prefix_check as prefix_check_requests
-from vllm_triage.render.collect import allow_list_renderable, collect_renderable
-from vllm_triage.render.knowledge import knowledge_renderable
-from vllm_triage.render.markdown import compat_markdown, diagnosis_markdown, prefix_markdown
-from vllm_triage.render.prefix_check import prefix_renderable
-from vllm_triage.render.printable import printable
-from vllm_triage.render.text import compat_renderable, diagnosis_renderable
-from vllm_triage.render.validate import rung_line, validate_renderable
-from vllm_triage.ties import check_knowledge
-from vllm_triage.validate import ValidateOptions, ValidateResult, ValidationInterrupted
-from vllm_triage.validate import validate as run_validate
-from vllm_triage.validate.context import DEFAULT_DEADLINES, parse_deadlines
-from vllm_triage.validate.models import RungName, RungResult
+from vllm_triage.validate.deadlines import DEFAULT_DEADLINES
 
-EXIT_OK, EXIT_CANNOT_RUN, EXIT_BAD_INPUT, EXIT_BROKEN_KNOWLEDGE = 0, 1, 2, 3
-EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from rich.console import Console, RenderableType
+
+    from vllm_triage.validate import ValidateResult
+
 TRACEBACK_ENV = "VLLM_TRIAGE_TRACEBACK"
 # A launch command is a few KiB; Linux caps a whole command line (and environment) at 2 MiB.
 MAX_TEXT_ARGUMENT_BYTES = 2 * 1024**2
 
+
+class _OneLineErrors(TyperGroup):
+    """The root command: every way a command can fail ends in one line and a documented code,
+    the same under the console script and under typer's CliRunner (tests run it in-process)."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> NoReturn:
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except TriageError as exc:
+            _fail(str(exc), exc.exit_code)
+        except (KeyboardInterrupt, typer.Abort):
+            _fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:  # `vllm-triage ... | head`: the reader left, nothing is wrong
+            sys.stderr.close()
+            sys.exit(EXIT_OK)
+        except typer.TyperException as exc:  # usage: unknown option, missing argument
+            _fail(f"{exc.format_message()} (see --help)", exc.exit_code)
+        except Exception as exc:  # a bug: still one line for the user, the traceback on request
+            if os.environ.get(TRACEBACK_ENV):
+                raise
+            _fail(
+                f"internal error (a bug in vllm-triage, please report it): {type(exc).__name__}: "
+                f"{exc} (set {TRACEBACK_ENV}=1 to see the traceback)",
+                EXIT_INTERNAL,
+            )
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"vllm-triage: error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(code)
+
+
 app = typer.Typer(
     name="vllm-triage",
     help="Triage vLLM bring-up failures: driver thresholds, log diagnosis, recovery.",
+    cls=_OneLineErrors,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -76,6 +104,8 @@ def _emit(
 ) -> None:
     """Print an artifact as JSON (for scripts), markdown (for tickets) or rich text (for people);
     the foreign text it quotes is made printable first (no surrogates, no terminal controls)."""
+    from vllm_triage.render.printable import printable
+
     safe = printable(artifact, terminal=output_format is not OutputFormat.json)
     if output_format is OutputFormat.json:
         print(safe.model_dump_json(indent=2))
@@ -85,8 +115,10 @@ def _emit(
         _console().print(renderable(safe))
 
 
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def _version(value: bool) -> None:
@@ -122,10 +154,14 @@ def compat(
     output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """Can a CUDA build run on this driver? compatible / conditional / forward_compat_only / incompatible."""
+    from vllm_triage.diagnose import compat as compat_verdict
+    from vllm_triage.render.markdown import compat_markdown
+    from vllm_triage.render.text import compat_renderable
+
     verdict = compat_verdict(driver, cuda, gpu, image_config, image)
     _emit(verdict, output_format, compat_markdown, compat_renderable)
     if verdict.verdict in ("forward_compat_only", "incompatible"):
-        raise typer.Exit(EXIT_CANNOT_RUN)
+        raise typer.Exit(EXIT_NO_GO)
 
 
 @app.command()
@@ -172,6 +208,10 @@ def collect(
     output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """Freeze the evidence of a failed start once, redacted, into a bundle (folder + .tar.gz)."""
+    from vllm_triage.collect import CollectOptions
+    from vllm_triage.collect import collect as collect_bundle
+    from vllm_triage.render.collect import allow_list_renderable, collect_renderable
+
     if show_commands:
         _console().print(allow_list_renderable())
         return
@@ -200,19 +240,11 @@ def collect(
 
 def _read_text_argument(value: str | None, option: str) -> str | None:
     """The text of a FILE|- option (a launch command), read up to a cap."""
+    from vllm_triage.inputs import read_text_input
+
     if value is None:
         return None
-    try:
-        with open_input(value, "a launch command file") as (stream, name), read_errors(name):
-            data = stream.read(MAX_TEXT_ARGUMENT_BYTES + 1)
-    except InputError as exc:
-        raise InputError(f"{option} {exc}") from None
-    if len(data) > MAX_TEXT_ARGUMENT_BYTES:
-        raise InputError(
-            f"{option} {name}: larger than {MAX_TEXT_ARGUMENT_BYTES >> 20} MiB; a launch command "
-            "is a few KiB"
-        )
-    return data.decode("utf-8", errors="replace")
+    return read_text_input(value, option, "a launch command file", MAX_TEXT_ARGUMENT_BYTES)
 
 
 @app.command()
@@ -237,6 +269,10 @@ def diagnose(
     output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""
+    from vllm_triage.diagnose import diagnose as diagnose_logs
+    from vllm_triage.render.markdown import diagnosis_markdown
+    from vllm_triage.render.text import diagnosis_renderable
+
     result = diagnose_logs(logs or [], driver, image_cuda, gpu, recipe, image_config, image, bundle)
     _emit(result, output_format, diagnosis_markdown, diagnosis_renderable)
 
@@ -265,6 +301,10 @@ def prefix_check(
     output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
 ) -> None:
     """Why a sample of requests would not share the prefix cache, and the share they could."""
+    from vllm_triage.prefix import prefix_check as prefix_check_requests
+    from vllm_triage.render.markdown import prefix_markdown
+    from vllm_triage.render.prefix_check import prefix_renderable
+
     if requests == "-" and launch_cmd == "-":
         raise InputError("REQUESTS and --launch-cmd cannot both read standard input")
     report = prefix_check_requests(
@@ -318,6 +358,12 @@ def validate(
 ) -> None:
     """Prove a running server works, rung by rung; exit 0 all passed, 1 a rung failed, 2 bad
     input or unreachable server."""
+    from vllm_triage.render.validate import rung_line
+    from vllm_triage.validate import ValidateOptions, ValidationInterrupted
+    from vllm_triage.validate import validate as run_validate
+    from vllm_triage.validate.deadlines import parse_deadlines
+    from vllm_triage.validate.models import RungName, RungResult
+
     options = ValidateOptions(
         url=url,
         model=model,
@@ -335,7 +381,7 @@ def validate(
         deadlines=parse_deadlines(deadline or ()),
     )
     show = output_format is OutputFormat.text
-    err = Console(stderr=True, highlight=False)
+    err = _console(stderr=True)
     running = err.status("")
 
     def progress(name: RungName, result: RungResult | None) -> None:
@@ -359,10 +405,12 @@ def validate(
     if result.unreachable:
         raise typer.Exit(EXIT_BAD_INPUT)
     if not result.run.passed:
-        raise typer.Exit(EXIT_CANNOT_RUN)
+        raise typer.Exit(EXIT_NO_GO)
 
 
 def _print_validation(result: ValidateResult, output_format: OutputFormat) -> None:
+    from vllm_triage.render.validate import validate_renderable
+
     if output_format is OutputFormat.json:
         print(result.run.model_dump_json(indent=2))
     else:
@@ -372,13 +420,16 @@ def _print_validation(result: ValidateResult, output_format: OutputFormat) -> No
 @knowledge_app.command("check")
 def knowledge_check() -> None:
     """Validate every knowledge file, and every signature against its examples."""
+    from vllm_triage.knowledge import load_knowledge
+    from vllm_triage.ties import check_knowledge
+
     kb = load_knowledge()
     problems = check_knowledge(kb)
     for problem in problems:
         print(problem)
     if problems:
         print(f"{len(problems)} problem(s) in the knowledge base", file=sys.stderr)
-        raise typer.Exit(EXIT_CANNOT_RUN)
+        raise typer.Exit(EXIT_NO_GO)
     print(
         f"ok: {len(kb.files)} files, {len(kb.toolkits)} CUDA releases, {len(kb.branches)} branches, "
         f"{len(kb.gpus)} GPUs, {len(kb.recipes)} recipe(s), {len(kb.signatures)} signatures "
@@ -402,42 +453,20 @@ def knowledge_show(
     ] = None,
 ) -> None:
     """Print the knowledge base (or one topic of it) with sources and certainty."""
+    from vllm_triage.knowledge import load_knowledge
+    from vllm_triage.render.knowledge import knowledge_renderable
+
     _console().print(knowledge_renderable(load_knowledge(), topic))
 
 
 @knowledge_app.command("patterns")
 def knowledge_patterns() -> None:
     """Print every log pattern, one per line, for `grep -E -f` (benchmarks, ad-hoc searches)."""
+    from vllm_triage.knowledge import grep_patterns, load_knowledge
+
     print("\n".join(grep_patterns(load_knowledge())))
 
 
 def main() -> None:
-    """Console-script entry point: one-line errors, documented exit codes, never a traceback."""
-    try:
-        code = app(standalone_mode=False)
-    except InputError as exc:
-        _print_error(str(exc), EXIT_BAD_INPUT)
-    except KnowledgeError as exc:
-        _print_error(f"knowledge base: {exc}", EXIT_BROKEN_KNOWLEDGE)
-    except (KeyboardInterrupt, typer.Abort):
-        _print_error("interrupted", 130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(EXIT_OK)
-    except typer.TyperException as exc:  # usage errors: unknown option, missing argument
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        _print_error(f"{message} (see --help)", getattr(exc, "exit_code", EXIT_BAD_INPUT))
-    except Exception as exc:  # a bug: still one line for the user, the traceback on request
-        if os.environ.get(TRACEBACK_ENV):
-            raise
-        _print_error(
-            f"internal error (a bug in vllm-triage, please report it): {type(exc).__name__}: "
-            f"{exc} (set {TRACEBACK_ENV}=1 to see the traceback)",
-            EXIT_INTERNAL,
-        )
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
-
-
-def _print_error(message: str, code: int) -> NoReturn:
-    print(f"vllm-triage: error: {' '.join(message.split())}", file=sys.stderr)
-    sys.exit(code)
+    """Console-script entry point (the root command exits with the documented code)."""
+    app()

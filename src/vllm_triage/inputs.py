@@ -70,6 +70,19 @@ def read_errors(name: str) -> Iterator[None]:
         raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
 
 
+def read_text_input(value: str | Path, option: str, what: str, cap: int) -> str:
+    """The text of a FILE|- option (a launch command), at most `cap` bytes: more is refused."""
+    try:
+        with open_input(value, what) as (stream, name), read_errors(name):
+            data = stream.read(cap + 1)
+    except InputError as exc:
+        raise InputError(f"{option} {exc}") from None
+    if len(data) > cap:
+        shown = f"{cap >> 20} MiB" if cap >= 1 << 20 else f"{cap} bytes"
+        raise InputError(f"{option} {name}: larger than {shown}; {what} is a few KiB")
+    return data.decode("utf-8", errors="replace")
+
+
 def _open_regular(path: str | Path, what: str) -> BinaryIO:
     shown = display_name(path)
     try:

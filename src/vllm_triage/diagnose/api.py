@@ -8,10 +8,10 @@ from typing import TypeVar
 
 from vllm_triage.bundle.read import Bundle, open_bundle
 from vllm_triage.diagnose.analyzer import analyze
-from vllm_triage.diagnose.compat import check_compat
 from vllm_triage.diagnose.facts import fact_findings
 from vllm_triage.diagnose.logreader import LogError
 from vllm_triage.diagnose.scan import FileScan, scan_log
+from vllm_triage.diagnose.threshold import check_compat
 from vllm_triage.errors import InputError
 from vllm_triage.image.config import (
     ImageCuda,

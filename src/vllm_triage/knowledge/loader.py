@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from vllm_triage.errors import InputError
+from vllm_triage.errors import InputError, KnowledgeError
 from vllm_triage.knowledge.schema import (
     CudaFamily,
     CudaToolkit,
@@ -33,10 +33,6 @@ from vllm_triage.knowledge.schema import (
 DATA_DIR = Path(__file__).parent / "data"
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-class KnowledgeError(Exception):
-    """A knowledge file that cannot be used; the message names the file and the row."""
 
 
 @dataclass(frozen=True)
