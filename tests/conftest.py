@@ -10,17 +10,33 @@ from pathlib import Path
 import pytest
 import realserver
 
-from vllm_triage.diagnose import diagnose
+from vllm_triage.diagnose import DiagnoseOptions, diagnose
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.models import Diagnosis
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
+# Real registries for the image tests, and --image resolved by tag unless a test asks for more.
+pytest_plugins = ["registry"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The knowledge cache of this test session (and of the commands it starts) is its own: no
+    test reads what another run left in the user's cache, or writes there."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if previous is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
 
 
 @pytest.fixture(scope="session")
 def kb() -> KnowledgeBase:
-    return load_knowledge()
+    """The packaged knowledge, validated from its files (not from the cache commands use)."""
+    return load_knowledge(cached=False)
 
 
 @pytest.fixture
@@ -30,7 +46,7 @@ def diagnose_text(tmp_path: Path):
     def run(text: str, **kwargs: str) -> Diagnosis:
         log = tmp_path / "case.log"
         log.write_text(text, encoding="utf-8")
-        return diagnose([str(log)], **kwargs)
+        return diagnose(DiagnoseOptions(logs=(str(log),), **kwargs))
 
     return run
 

@@ -20,8 +20,16 @@ from typing import Any
 
 FAULTS = (
     "none", "chat_500", "stream_cut", "no_first_token", "malformed_sse", "no_metrics",
-    "no_tokenize", "tool_text_leak", "no_tool_parser", "echo_auth",
+    "no_tokenize", "tool_text_leak", "no_tool_parser", "echo_auth", "schema_ignored",
+    "no_structured_output",
 )  # fmt: skip
+# The answer to a response_format request: what vllm_triage.validate.structured.SCHEMA asks for.
+INCIDENT = {
+    "node": "gpu-07", "severity": "high", "gpus": 8,
+    "driver": {"branch": "r575", "upgrade_needed": True},
+}  # fmt: skip
+# With fault schema_ignored: what a server that does not enforce the schema lets a model write.
+UNENFORCED = ['{"node": "gpu-07", "severity": "urgent", "gpus": 8}', "Sure! Here is the JSON:"]
 TOKENS = ["Hel", "lo", ",", " wor", "ld", "!", " The", " end", "."]
 
 
@@ -35,6 +43,9 @@ class _State:
     hits: int = 0
     seen_prompts: set[str] = field(default_factory=set)
     authorization: set[str] = field(default_factory=set)
+    tools_strict: set[bool] = field(default_factory=set)  # `strict` of every tool declared
+    response_formats: list[str] = field(default_factory=list)
+    unenforced: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -132,6 +143,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         tools = body.get("tools")
         choice = body.get("tool_choice")
+        for tool in tools or ():
+            state.tools_strict.add(bool(tool.get("function", {}).get("strict")))
+        structured = (body.get("response_format") or {}).get("type")
+        if structured:
+            state.response_formats.append(structured)
+            if state.fault == "no_structured_output":
+                self._json(400, {"error": {"message": "response_format is not supported"}})
+                return
         if tools and choice not in (None, "none") and state.fault == "no_tool_parser":
             self._json(
                 400,
@@ -149,10 +168,39 @@ class _Handler(BaseHTTPRequestHandler):
                 state.hits += len(prompt) // 4
             state.seen_prompts.add(prompt)
         call = tools and choice not in (None, "none")
-        if body.get("stream"):
+        if structured:
+            self._structured(body)
+        elif body.get("stream"):
             self._stream(body, bool(call))
         else:
             self._json(200, self._completion(body, bool(call)))
+
+    def _structured(self, body: dict[str, Any]) -> None:
+        """A JSON answer, as a server that enforces response_format gives it (schema_ignored:
+        the answers a model writes when nothing enforces it, in turn)."""
+        state = self.state
+        text = json.dumps(INCIDENT)
+        if state.fault == "schema_ignored":
+            with state.lock:
+                text = UNENFORCED[state.unenforced % len(UNENFORCED)]
+                state.unenforced += 1
+        if not body.get("stream"):
+            completion = self._completion(body, False)
+            completion["choices"][0]["message"]["content"] = text
+            self._json(200, completion)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": state.model}
+        for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+            self._event({**chunk, "choices": [{"index": 0, "delta": {"content": piece}}]})
+        self._event({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        self._event({**chunk, "choices": [], "usage": {
+            "prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}})  # fmt: skip
+        self._event("[DONE]")
 
     def _completion(self, body: dict[str, Any], call: bool) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(TOKENS)}

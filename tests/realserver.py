@@ -38,7 +38,10 @@ CACHE_DIR = REPO / ".cache" / "realserver"
 VLLM_VERSION = "0.32.0"
 SERVED_MODEL_NAME = "tiny-llama"
 MAX_MODEL_LEN = 2048
-STARTUP_TIMEOUT_S = 300.0
+# Generous: a 2-core CI machine that is also running other tests starts vLLM in 1.5 to 3 minutes
+# and trains the tiny model in up to 10; a deadline hit here fails the session's server tests.
+STARTUP_TIMEOUT_S = 600.0
+MODEL_BUILD_TIMEOUT_S = 1200.0
 STOP_GRACE_S = 20.0
 
 ENV_VLLM_PYTHON = "VLLM_TRIAGE_VLLM_PYTHON"
@@ -111,7 +114,7 @@ def _script_hash() -> str:
 
 
 def tiny_model(
-    folder: Path = CACHE_DIR, python: Path | None = None, timeout: float = 300.0
+    folder: Path = CACHE_DIR, python: Path | None = None, timeout: float = MODEL_BUILD_TIMEOUT_S
 ) -> Path:
     """The tiny model's folder under `folder`, made once per content of make_tiny_model.py.
 

@@ -1,55 +1,44 @@
-"""The real console script on bad input: exit 2, one `vllm-triage: error:` line, never a traceback.
+"""The command line on bad input: exit 2, one `vllm-triage: error:` line, never a traceback.
 
 Inputs that are odd but readable (empty, invalid UTF-8, one huge line) get exit 0 and an honest
-`unknown` diagnosis.
+`unknown` diagnosis. The commands run in-process (tests/cli.py); test_cli_process.py runs the
+real console script for the exit codes.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli import Result
+from cli import run_cli as run_in
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 MB = 1 << 20
 
 
-def run_cli(
-    *args: str, cwd: Path, stdin: bytes | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_triage", *args],
-        input=stdin if stdin is not None else b"",
-        capture_output=True,
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
+def run_cli(*args: str, cwd: Path, stdin: bytes | None = None) -> Result:
+    return run_in(*args, cwd=cwd, input=stdin if stdin is not None else b"")
 
 
-def assert_bad_input(result: subprocess.CompletedProcess[bytes]) -> str:
-    stdout = result.stdout.decode("utf-8", "replace")
-    stderr = result.stderr.decode("utf-8", "replace")
-    assert "Traceback" not in stdout + stderr, stderr
-    assert result.returncode == EXIT_BAD_INPUT, (result.returncode, stderr)
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("vllm-triage: error:"), stderr
+def assert_bad_input(result: Result) -> str:
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.exit_code == EXIT_BAD_INPUT, (result.exit_code, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("vllm-triage: error:"), result.stderr
     return lines[0]
 
 
-def assert_json_ok(result: subprocess.CompletedProcess[bytes]) -> dict:
-    stderr = result.stderr.decode("utf-8", "replace")
-    assert "Traceback" not in result.stdout.decode("utf-8", "replace") + stderr, stderr
-    assert result.returncode == EXIT_OK, (result.returncode, stderr)
+def assert_json_ok(result: Result) -> dict:
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.exit_code == EXIT_OK, (result.exit_code, result.stderr)
     return json.loads(result.stdout)
 
 
-def assert_honest_unknown(result: subprocess.CompletedProcess[bytes]) -> dict:
+def assert_honest_unknown(result: Result) -> dict:
     document = assert_json_ok(result)
     assert document["primary"]["cause"] == "unknown"
     assert document["primary"]["driver_change_advised"] is False
@@ -233,8 +222,8 @@ def test_invalid_utf8_text(tmp_path: Path) -> None:
 def test_invalid_utf8_text_in_text_format(tmp_path: Path) -> None:
     (tmp_path / "latin.log").write_bytes(b"caf\xe9 \xff\xfe ok\n" * 50)
     result = run_cli("diagnose", "latin.log", cwd=tmp_path)
-    assert result.returncode == EXIT_OK
-    assert b"Traceback" not in result.stdout + result.stderr
+    assert result.exit_code == EXIT_OK
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_50mb_single_line(tmp_path: Path) -> None:
@@ -246,7 +235,7 @@ def test_50mb_single_line(tmp_path: Path) -> None:
             stream.write(chunk)
             written += len(chunk)
     started = time.monotonic()
-    result = run_cli("diagnose", "huge.log", "--format", "json", cwd=tmp_path, timeout=60)
+    result = run_cli("diagnose", "huge.log", "--format", "json", cwd=tmp_path)
     elapsed = time.monotonic() - started
     document = assert_honest_unknown(result)
     assert document["lines_read"] == 1
@@ -292,10 +281,8 @@ def test_json_file_line_with_lone_surrogate(tmp_path: Path, output_format: str) 
         b'"time":"2025-10-16T05:20:48.123456789Z"}\n'
     )
     result = run_cli("diagnose", "container.log", "--format", output_format, cwd=tmp_path)
-    assert b"Traceback" not in result.stdout + result.stderr, result.stderr.decode(
-        "utf-8", "replace"
-    )[-2000:]
-    assert result.returncode == EXIT_OK
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-2000:]
+    assert result.exit_code == EXIT_OK
 
 
 def test_json_file_line_deeply_nested(tmp_path: Path) -> None:
@@ -303,7 +290,5 @@ def test_json_file_line_deeply_nested(tmp_path: Path) -> None:
         b'{"log":' + b"[" * 20_000 + b" No CUDA GPUs are available\n"
     )
     result = run_cli("diagnose", "container.log", "--format", "json", cwd=tmp_path)
-    assert b"Traceback" not in result.stdout + result.stderr, result.stderr.decode(
-        "utf-8", "replace"
-    )[-2000:]
-    assert result.returncode == EXIT_OK
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-2000:]
+    assert result.exit_code == EXIT_OK

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from vllm_triage.bundle.read import open_bundle
 from vllm_triage.collect import CollectOptions, collect
 from vllm_triage.collect.api import MARGIN_SECONDS
 from vllm_triage.collect.runner import ALLOWED_COMMANDS, DEFAULT_OUTPUT_CAP, IMAGE_PROBE_SCRIPT
-from vllm_triage.diagnose import diagnose
+from vllm_triage.diagnose import DiagnoseOptions, diagnose
 from vllm_triage.errors import InputError
 
 DATA = Path(__file__).parent / "data"
@@ -124,7 +125,7 @@ def _every_byte(case: Path) -> bytes:
 
 def test_k3_bundle_goes_to_driver_too_old(k3_host: FakeHost, tmp_path: Path) -> None:
     case = tmp_path / "triage"
-    result = collect(_k3_options(k3_host, tmp_path), case, k3_host.runner())
+    result = collect(_k3_options(k3_host, tmp_path, case=case), runner=k3_host.runner())
     assert result.folder.is_dir() and result.archive.is_file()
     states = {p.name: p.status for p in result.manifest.probes}
     assert states == {
@@ -152,7 +153,7 @@ def test_k3_bundle_goes_to_driver_too_old(k3_host: FakeHost, tmp_path: Path) -> 
         assert [p.link_layer for p in facts.communication.rdma_ports] == ["Ethernet"]
         assert bundle.logs[0].name == "container.log"
 
-    verdict = diagnose(bundle=result.archive)
+    verdict = diagnose(DiagnoseOptions(bundle=result.archive))
     assert verdict.primary.cause == "driver_too_old"
     assert verdict.primary.driver_change_advised
     assert verdict.compat is not None and verdict.compat.verdict == "incompatible"
@@ -160,14 +161,14 @@ def test_k3_bundle_goes_to_driver_too_old(k3_host: FakeHost, tmp_path: Path) -> 
     evidence = " ".join(e.text for e in verdict.primary.evidence)
     assert "575.57.08" in evidence and "13.0" in evidence
     assert any("found version 12090" in e.text for e in verdict.primary.evidence)
-    same_from_folder = diagnose(bundle=result.folder)
+    same_from_folder = diagnose(DiagnoseOptions(bundle=result.folder))
     assert same_from_folder.primary.cause == "driver_too_old"
-    assert diagnose(bundle=case).primary.cause == "driver_too_old"
+    assert diagnose(DiagnoseOptions(bundle=case)).primary.cause == "driver_too_old"
 
 
 def test_no_planted_secret_survives_anywhere(k3_host: FakeHost, tmp_path: Path) -> None:
     case = tmp_path / "triage"
-    result = collect(_k3_options(k3_host, tmp_path), case, k3_host.runner())
+    result = collect(_k3_options(k3_host, tmp_path, case=case), runner=k3_host.runner())
     everything = _every_byte(case)
     for secret in PLANTED:
         assert secret.encode() not in everything, f"{secret!r} leaked"
@@ -183,7 +184,10 @@ def test_no_planted_secret_survives_anywhere(k3_host: FakeHost, tmp_path: Path) 
 
 
 def test_only_allow_listed_commands_run(k3_host: FakeHost, tmp_path: Path) -> None:
-    collect(_k3_options(k3_host, tmp_path, probe_image=True), tmp_path / "t", k3_host.runner())
+    collect(
+        _k3_options(k3_host, tmp_path, probe_image=True, case=tmp_path / "t"),
+        runner=k3_host.runner(),
+    )
     calls = k3_host.calls()
     assert calls, "the fakes record every call"
     runner = k3_host.runner()
@@ -209,7 +213,7 @@ def test_only_allow_listed_commands_run(k3_host: FakeHost, tmp_path: Path) -> No
 
 
 def test_image_probe_runs_only_when_asked(k3_host: FakeHost, tmp_path: Path) -> None:
-    result = collect(_k3_options(k3_host, tmp_path), tmp_path / "t", k3_host.runner())
+    result = collect(_k3_options(k3_host, tmp_path, case=tmp_path / "t"), runner=k3_host.runner())
     assert not [c for c in k3_host.calls() if c[:2] == ["docker", "run"]]
     image = next(p for p in result.manifest.probes if p.name == "image")
     assert image.status == "not_available" and "--probe-image" in (image.reason or "")
@@ -223,7 +227,8 @@ def test_image_probe_reads_torch_cuda(k3_host: FakeHost, tmp_path: Path) -> None
         '"vllm_commit": "b6bbf29dd", "nvidia-nccl-cu13": "2.28.9"}\n',
     )
     result = collect(
-        _k3_options(k3_host, tmp_path, probe_image=True), tmp_path / "t", k3_host.runner()
+        _k3_options(k3_host, tmp_path, probe_image=True, case=tmp_path / "t"),
+        runner=k3_host.runner(),
     )
     with open_bundle(result.folder) as bundle:
         assert bundle.facts.image is not None
@@ -237,7 +242,10 @@ def test_a_hanging_probe_is_cut_at_its_timeout(k3_host: FakeHost, tmp_path: Path
     k3_host.reply("nvidia-smi -q -x", behaviour="hang")
     (k3_host.root / "proc" / "driver" / "nvidia" / "version").unlink()
     started = time.monotonic()
-    result = collect(_k3_options(k3_host, tmp_path, timeout=1.5), tmp_path / "t", k3_host.runner())
+    result = collect(
+        _k3_options(k3_host, tmp_path, timeout=1.5, case=tmp_path / "t"),
+        runner=k3_host.runner(),
+    )
     elapsed = time.monotonic() - started
     assert elapsed < 1.5 + 4.0, "the bundle waits for the timeout, not for the hanging command"
     gpu = next(p for p in result.manifest.probes if p.name == "gpu")
@@ -252,12 +260,15 @@ def test_a_hanging_command_leaves_what_the_kernel_module_says(
     k3_host: FakeHost, tmp_path: Path
 ) -> None:
     k3_host.reply("nvidia-smi -q -x", behaviour="hang")
-    result = collect(_k3_options(k3_host, tmp_path, timeout=1.5), tmp_path / "t", k3_host.runner())
+    result = collect(
+        _k3_options(k3_host, tmp_path, timeout=1.5, case=tmp_path / "t"),
+        runner=k3_host.runner(),
+    )
     gpu = next(p for p in result.manifest.probes if p.name == "gpu")
     assert gpu.status == "ok" and any("did not finish within" in n for n in gpu.notes)
     with open_bundle(result.folder) as bundle:
         assert bundle.facts.gpu is not None and bundle.facts.gpu.driver_version == "575.57.08"
-    assert diagnose(bundle=result.folder).primary.cause == "driver_too_old"
+    assert diagnose(DiagnoseOptions(bundle=result.folder)).primary.cause == "driver_too_old"
 
 
 def test_crashing_garbage_and_missing_commands(k3_host: FakeHost, tmp_path: Path) -> None:
@@ -265,8 +276,8 @@ def test_crashing_garbage_and_missing_commands(k3_host: FakeHost, tmp_path: Path
     k3_host.reply("docker inspect --type container vllm-k3", behaviour="garbage")
     (k3_host.bin / "ibv_devinfo").unlink()
     (k3_host.bin / "kubectl").unlink()
-    options = _k3_options(k3_host, tmp_path, pod="vllm-0", namespace="ml")
-    result = collect(options, tmp_path / "t", k3_host.runner())
+    options = _k3_options(k3_host, tmp_path, pod="vllm-0", namespace="ml", case=tmp_path / "t")
+    result = collect(options, runner=k3_host.runner())
     states = {p.name: p for p in result.manifest.probes}
     assert states["gpu"].status == "ok", "the kernel module still answers"
     assert any("exited -11" in n for n in states["gpu"].notes)
@@ -288,12 +299,12 @@ def test_driver_library_mismatch_after_a_driver_change(tmp_path: Path) -> None:
         stdout_file=SAMPLES / "nvidia-smi-text" / "mismatch-nvml-580.178.nvidia-smi.txt",
         exit=18,
     )
-    result = collect(CollectOptions(host_root=host.root), tmp_path / "t", host.runner())
+    result = collect(CollectOptions(host_root=host.root, case=tmp_path / "t"), runner=host.runner())
     with open_bundle(result.folder) as bundle:
         gpu = bundle.facts.gpu
         assert gpu is not None and gpu.library_mismatch is True
         assert (gpu.kernel_module_version, gpu.nvml_version) == ("580.173.02", "580.178")
-    verdict = diagnose(bundle=result.folder)
+    verdict = diagnose(DiagnoseOptions(bundle=result.folder))
     assert verdict.primary.cause == "driver_library_mismatch"
     assert not verdict.primary.driver_change_advised
 
@@ -335,13 +346,15 @@ def test_permission_error_on_the_model_mount(tmp_path: Path) -> None:
         "docker image inspect vllm/vllm-openai:v0.11.0",
         stdout_file=DATA / "image-configs" / "vllm-openai-cu130.inspect.json",
     )
-    options = CollectOptions(container="llama", host_root=host.root, timeout=10)
-    result = collect(options, tmp_path / "t", host.runner())
+    options = CollectOptions(
+        container="llama", host_root=host.root, timeout=10, case=tmp_path / "t"
+    )
+    result = collect(options, runner=host.runner())
     with open_bundle(result.folder) as bundle:
         files = bundle.facts.model_files
         assert files is not None and files.host_path == "/srv/llama"
         assert files.readable is False and files.checked_as == "uid:gid 4242:4242"
-    verdict = diagnose(bundle=result.archive)
+    verdict = diagnose(DiagnoseOptions(bundle=result.archive))
     assert verdict.primary.cause == "model_path_or_access"
     assert not verdict.primary.driver_change_advised
     assert not any(f.driver_change_advised for f in verdict.findings)
@@ -352,20 +365,23 @@ def test_permission_error_on_the_model_mount(tmp_path: Path) -> None:
 def test_bad_input_is_refused_before_anything_runs(tmp_path: Path) -> None:
     host = FakeHost(tmp_path / "host").install()
     with pytest.raises(InputError, match=r"--log .*missing.log: no such file"):
-        collect(CollectOptions(logs=(tmp_path / "missing.log",)), tmp_path / "t", host.runner())
+        collect(
+            CollectOptions(logs=(tmp_path / "missing.log",), case=tmp_path / "t"),
+            runner=host.runner(),
+        )
     with pytest.raises(InputError, match="--timeout"):
-        collect(CollectOptions(timeout=0), tmp_path / "t", host.runner())
+        collect(CollectOptions(timeout=0, case=tmp_path / "t"), runner=host.runner())
     assert host.calls() == []
     assert not (tmp_path / "t").exists() or not list((tmp_path / "t").iterdir())
 
 
 def test_two_collects_make_two_bundles(tmp_path: Path) -> None:
     host = FakeHost(tmp_path / "host").install(())
-    options = CollectOptions(host_root=host.root, timeout=2)
-    first = collect(options, tmp_path / "t", host.runner())
-    second = collect(options, tmp_path / "t", host.runner())
+    options = CollectOptions(host_root=host.root, timeout=2, case=tmp_path / "t")
+    first = collect(options, runner=host.runner())
+    second = collect(options, runner=host.runner())
     assert first.folder != second.folder and first.folder.is_dir() and second.folder.is_dir()
-    assert not list((tmp_path / "t").glob(".*partial"))
+    assert not list((tmp_path / "t").glob("bundles/.*partial"))
     states = {p.name: p.status for p in second.manifest.probes}
     assert states["gpu"] == "not_available" and states["container"] == "not_available"
 
@@ -403,8 +419,10 @@ def test_crashlooping_pod_on_an_r535_node(tmp_path: Path) -> None:
         stdout="2026-11-28T09:16:59Z (APIServer pid=1) INFO 11-28 09:16:59 [api_utils.py:347] starting\n",
     )
     host.reply("kubectl get node gpu-worker-02 --output json", stdout_file=tmp_path / "node.json")
-    options = CollectOptions(pod="kimi-k3-0", namespace="inference", host_root=host.root)
-    result = collect(options, tmp_path / "t", host.runner())
+    options = CollectOptions(
+        pod="kimi-k3-0", namespace="inference", host_root=host.root, case=tmp_path / "t"
+    )
+    result = collect(options, runner=host.runner())
     states = {p.name: p.status for p in result.manifest.probes}
     assert states["kubernetes"] == "ok" and states["gpu"] == "not_available"
     with open_bundle(result.folder) as bundle:
@@ -430,7 +448,7 @@ def test_crashlooping_pod_on_an_r535_node(tmp_path: Path) -> None:
     for secret in POD_SECRETS:
         assert secret.encode() not in everything
     assert b"cc-4411" not in everything, "env outside the allow-list is kept by name only"
-    verdict = diagnose(bundle=result.archive)
+    verdict = diagnose(DiagnoseOptions(bundle=result.archive))
     assert verdict.primary.cause == "driver_too_old" and verdict.primary.driver_change_advised
     assert verdict.compat is not None and verdict.compat.driver == "535.274.02"
     assert any("GPU Feature Discovery" in note for note in verdict.notes)
@@ -439,7 +457,7 @@ def test_crashlooping_pod_on_an_r535_node(tmp_path: Path) -> None:
 
 def test_raw_outputs_do_not_outlive_the_collect(k3_host: FakeHost, tmp_path: Path) -> None:
     runner = k3_host.runner()
-    collect(_k3_options(k3_host, tmp_path), tmp_path / "t", runner)
+    collect(_k3_options(k3_host, tmp_path, case=tmp_path / "t"), runner=runner)
     assert runner.scratch is not None and not runner.scratch.exists(), "raw outputs are removed"
 
 
@@ -460,8 +478,8 @@ def test_a_bad_inspect_fails_the_container_probe_alone(
 ) -> None:
     k3_host.reply("docker inspect --type container vllm-k3", **inspect)  # type: ignore[arg-type]
     launch = "vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 8 --max-model-len 65536\n"
-    options = _k3_options(k3_host, tmp_path, launch_cmd=launch)
-    result = collect(options, tmp_path / "t", k3_host.runner())
+    options = _k3_options(k3_host, tmp_path, launch_cmd=launch, case=tmp_path / "t")
+    result = collect(options, runner=k3_host.runner())
     states = {p.name: p for p in result.manifest.probes}
     failed = {name for name, p in states.items() if p.status == "failed"}
     assert failed <= {"container"}, {n: states[n].reason for n in failed}
@@ -502,8 +520,8 @@ def test_the_whole_run_ends_near_the_timeout_whatever_the_log_prints(
     assert entry["size"] <= DEFAULT_OUTPUT_CAP + 4096
     container = next(p for p in manifest["probes"] if p["name"] == "container")
     assert any("left out" in note for note in container["notes"])
-    (archive,) = case.glob("*.tar.gz")
-    folder = case / archive.name.removesuffix(".tar.gz")
+    (archive,) = case.glob("bundles/*.tar.gz")
+    folder = archive.parent / archive.name.removesuffix(".tar.gz")
     with (folder / "logs" / "container.log").open() as log:  # 32 MiB: read line by line
         lines = iter(log)
         assert next(lines) == "FIRST LINE of the flood\n"
@@ -524,8 +542,8 @@ def test_redaction_stops_at_the_deadline_with_a_note_never_in_clear(
     monkeypatch.setattr("vllm_triage.collect.api.WRITE_SECONDS", -1000.0)
     big = tmp_path / "big.log"
     big.write_text(f"Authorization: Bearer {BEARER}\n" * 200_000)
-    result = collect(_k3_options(k3_host, tmp_path, logs=(big,)), tmp_path / "t",
-                     k3_host.runner())  # fmt: skip
+    options = _k3_options(k3_host, tmp_path, logs=(big,), case=tmp_path / "t")
+    result = collect(options, runner=k3_host.runner())
     entry = next(f for f in result.manifest.files if f.path == "logs/given-1-big.log")
     assert entry.truncated and "deadline" in (entry.note or "")
     written = (result.folder / entry.path).read_text()
@@ -548,7 +566,7 @@ def test_a_log_of_one_huge_line_is_redacted_in_bounded_memory(tmp_path: Path) ->
     code = (
         "import re, sys; from pathlib import Path; from vllm_triage.collect import "
         "CollectOptions, collect; collect(CollectOptions(logs=(Path(sys.argv[1]),), "
-        "host_root=Path(sys.argv[2]), timeout=5), Path(sys.argv[3])); "
+        "host_root=Path(sys.argv[2]), timeout=5, case=Path(sys.argv[3]))); "
         "print(re.search(r'VmHWM:\\s*([0-9]+) kB', open('/proc/self/status').read()).group(1))"
     )
     case = tmp_path / "t"
@@ -561,7 +579,7 @@ def test_a_log_of_one_huge_line_is_redacted_in_bounded_memory(tmp_path: Path) ->
     )
     peak_mb = int(done.stdout.split()[-1]) / 1024
     assert peak_mb < 200, f"peak RSS {peak_mb:.0f} MB for a {log.stat().st_size >> 20} MiB line"
-    (bundle,) = [p for p in case.iterdir() if p.is_dir()]
+    (bundle,) = [p for p in (case / "bundles").iterdir() if p.is_dir()]
     written = (bundle / "logs" / "given-1-one-line.log").read_bytes()
     assert written.startswith(b"start HF_TOKEN=[REDACTED:secret_env:")
     assert written.endswith(b" end password=[REDACTED:secret_env:" + written[-9:])
@@ -580,9 +598,25 @@ def test_a_huge_inspect_keeps_the_bundle_readable(k3_host: FakeHost, tmp_path: P
     (tmp_path / "inspect.json").write_text(json.dumps(inspect))
     assert (tmp_path / "inspect.json").stat().st_size < 4 << 20
     k3_host.reply("docker inspect --type container vllm-k3", stdout_file=tmp_path / "inspect.json")
-    result = collect(_k3_options(k3_host, tmp_path), tmp_path / "t", k3_host.runner())
+    result = collect(_k3_options(k3_host, tmp_path, case=tmp_path / "t"), runner=k3_host.runner())
     assert (result.folder / "facts.json").stat().st_size < 2 << 20
     with open_bundle(result.archive) as bundle:
         assert not bundle.problems and bundle.facts.container is not None
         assert len(bundle.facts.container.image_labels) <= 512
         assert bundle.facts.container.env["NCCL_DEBUG"] == "INFO"
+
+
+def test_a_host_root_without_name_or_kernel_is_not_this_machine(
+    k3_host: FakeHost, tmp_path: Path
+) -> None:
+    """Under --host-root the node is not the machine running the tool (a debug pod): a missing
+    /etc/hostname or kernel release is recorded as unknown with a note, never this machine's."""
+    for name in ("etc/hostname", "proc/sys/kernel/osrelease"):
+        (k3_host.root / name).unlink(missing_ok=True)
+    result = collect(_k3_options(k3_host, tmp_path), runner=k3_host.runner())
+    with open_bundle(result.folder) as bundle:
+        assert bundle.facts.host is not None
+        assert bundle.facts.host.node_name == "unknown" != platform.node()
+        assert bundle.facts.host.kernel == "unknown"
+    (host_probe,) = [p for p in result.manifest.probes if p.name == "host"]
+    assert any("/etc/hostname" in note for note in host_probe.notes)

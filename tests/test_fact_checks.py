@@ -3,6 +3,9 @@ the analyzer puts them beside (or, without a log cause, in place of) the log's f
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from vllm_triage.bundle.models import (
@@ -13,9 +16,11 @@ from vllm_triage.bundle.models import (
     ModelFilesFacts,
     VllmFacts,
 )
+from vllm_triage.collect.probes.container import parse_container_inspect
 from vllm_triage.diagnose.analyzer import analyze
 from vllm_triage.diagnose.facts import fact_findings
 from vllm_triage.launch import LaunchArgs
+from vllm_triage.models import Finding
 
 TP8 = VllmFacts(launch=LaunchArgs(model="m", tensor_parallel_size=8))
 HOST = HostFacts(node_name="n", kernel="6.8")
@@ -92,3 +97,44 @@ def test_a_fact_of_the_same_cause_joins_the_log_root(kb, diagnose_text) -> None:
     assert diagnosis.primary.cause == "model_path_or_access"
     files = {e.file for e in diagnosis.primary.evidence}
     assert files == {"case.log", "facts.json"}
+
+
+COLLECT = Path(__file__).parent / "data" / "collect"
+GIB = 1024**3
+
+
+def _inspected(name: str, **changes: str) -> ContainerFacts:
+    """A real `docker inspect` document (HostConfig changed as given), parsed as collect does."""
+    (document,) = json.loads((COLLECT / name).read_text(encoding="utf-8"))
+    document["HostConfig"].update(changes)
+    return parse_container_inspect(document, "docker")
+
+
+def _shm_findings(kb, container: ContainerFacts, host_shm: int | None) -> list[Finding]:
+    host = HOST.model_copy(update={"shm_bytes": host_shm})
+    facts = BundleFacts(container=container, host=host, vllm=TP8)
+    return [f for f in fact_findings(kb, facts) if f.cause == "shm_insufficient"]
+
+
+def test_ipc_host_uses_the_hosts_dev_shm_not_dockers_shm_size(kb) -> None:
+    """`docker run --ipc=host` (the Kimi K3 container): Docker still reports its 64 MiB ShmSize,
+    which does not apply; the host's /dev/shm does, when the bundle has it."""
+    container = _inspected("scenarios/kimi-k3-docker-inspect.json")
+    assert (container.ipc_mode, container.shm_size_bytes) == ("host", 64 * 1024**2)
+    assert _shm_findings(kb, container, None) == []
+    assert _shm_findings(kb, container, 256 * GIB) == []
+    (small,) = _shm_findings(kb, container, 64 * 1024**2)
+    (evidence,) = small.evidence
+    assert (evidence.fact, evidence.where) == ("host.shm_bytes", "facts.json: host.shm_bytes")
+    assert "--ipc=host" in evidence.text
+
+
+def test_a_private_ipc_namespace_keeps_its_shm_size_and_a_shared_one_is_unknown(kb) -> None:
+    rhel = "real/docker-inspect-container-running-rhel-docker.json"
+    private = _inspected(rhel)
+    assert (private.ipc_mode, private.shm_size_bytes) == (None, 64 * 1024**2)  # "IpcMode": ""
+    (small,) = _shm_findings(kb, private, 256 * GIB)
+    assert small.evidence[0].where == "facts.json: container.shm_size_bytes"
+    shared = _inspected(rhel, IpcMode="container:7d3c5e0b9a1f")
+    assert _shm_findings(kb, shared, None) == []
+    assert _shm_findings(kb, shared, 64 * 1024**2) == [], "the other container's size applies"

@@ -4,8 +4,8 @@ Through the real console script in a child process: each case ends in one `vllm-
 line with exit 2, or in an honest result with exit 0; never a traceback, never a hang. The child's
 peak memory is measured (os.wait4) and stays under RSS_LIMIT_MB, even for 1 GiB inputs. The child
 runs in a work folder with its own TMPDIR, and neither holds anything new after the run: nothing is
-written outside the case. Shapes too many to run one process each go through the library, with
-hypothesis.
+written outside the case ($VLLM_TRIAGE_CASE, a folder of its own). Shapes too many to run one
+process each go through the library, with hypothesis.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from vllm_triage.bundle.read import (
     BundleError,
     open_bundle,
 )
-from vllm_triage.diagnose import compat, diagnose
+from vllm_triage.diagnose import CompatOptions, DiagnoseOptions, compat, diagnose
 from vllm_triage.errors import InputError
 from vllm_triage.image.config import image_cuda_from_document
 from vllm_triage.knowledge import KnowledgeBase
@@ -46,6 +46,7 @@ from vllm_triage.prefix.check import (
     MAX_LINE_WEIGHT,
     MAX_REQUESTS,
     MAX_SAMPLE_WEIGHT,
+    PrefixCheckOptions,
     load_requests,
     prefix_check,
 )
@@ -99,7 +100,8 @@ class Case:
         before = _snapshot(self.work), _snapshot(self.tmp)
         stdin_file = self.root / "stdin"
         stdin_file.write_bytes(stdin if isinstance(stdin, bytes) else b"")
-        env = {**os.environ, "TMPDIR": str(self.tmp)}
+        # The artifacts go to a case folder of their own: the work folder must stay as it was.
+        env = {**os.environ, "TMPDIR": str(self.tmp), "VLLM_TRIAGE_CASE": str(self.root / "case")}
         env.pop("VLLM_TRIAGE_TRACEBACK", None)
         with (
             (self.root / "stdout").open("wb") as out,
@@ -238,9 +240,9 @@ def test_a_fifo_as_requests_or_image_config_is_refused(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="fifo: a FIFO, not a regular file"):
-        prefix_check(fifo)
+        prefix_check(PrefixCheckOptions(fifo))
     with pytest.raises(InputError, match="fifo: not a regular file"):
-        compat("575.57.08", image_config=fifo)
+        compat(CompatOptions("575.57.08", image_config=fifo))
     for kind in ("a device", "a directory"):
         path = Path("/dev/zero") if kind == "a device" else tmp_path
         with pytest.raises(InputError, match=kind.split()[-1]):
@@ -255,7 +257,7 @@ def test_closed_stdin(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     bad_input(case.run("diagnose", "-", close_stdin=True), "standard input is closed")
     monkeypatch.setattr(sys, "stdin", None)  # what Python sets when fd 0 is closed at start
     with pytest.raises(InputError, match="standard input is closed"):
-        prefix_check("-")
+        prefix_check(PrefixCheckOptions("-"))
 
 
 def test_stdin_that_is_a_directory_once_running(case: Case) -> None:
@@ -290,7 +292,7 @@ def test_stdin_that_is_a_directory_from_the_start(case: Case) -> None:
 def test_empty_stdin_for_prefix_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
     with pytest.raises(InputError, match="<stdin>: no requests"):
-        prefix_check("-")
+        prefix_check(PrefixCheckOptions("-"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +322,14 @@ def test_only_binary_logs_is_an_error_naming_them(tmp_path: Path) -> None:
     for name in ("a.bin", "b.bin"):
         (tmp_path / name).write_bytes(b"\x00\x01\x02" * 100)
     with pytest.raises(InputError, match=r"a\.bin: not a text log .*\(and 1 more log"):
-        diagnose([str(tmp_path / "a.bin"), str(tmp_path / "b.bin")])
+        diagnose(
+            DiagnoseOptions(
+                logs=(
+                    str(tmp_path / "a.bin"),
+                    str(tmp_path / "b.bin"),
+                )
+            )
+        )
 
 
 def test_a_binary_log_inside_a_bundle_or_beside_it_is_a_note(tmp_path: Path) -> None:
@@ -328,7 +337,7 @@ def test_a_binary_log_inside_a_bundle_or_beside_it_is_a_note(tmp_path: Path) -> 
     (bundle / "logs" / "core.log").write_bytes(b"\x00" * 4096)
     given = tmp_path / "given.bin"
     given.write_bytes(b"\x00\x01" * 100)
-    verdict = diagnose([str(given)], bundle=bundle)
+    verdict = diagnose(DiagnoseOptions(logs=(str(given),), bundle=bundle))
     assert verdict.inputs == [str(bundle), f"{NAME}/logs/given-1-k3.log"]
     assert any(n.startswith(f"{NAME}/logs/core.log: not a text log") for n in verdict.notes)
     assert any(n.startswith(f"{given}: not a text log") for n in verdict.notes)
@@ -338,10 +347,12 @@ def test_terminal_controls_and_surrogates_are_made_printable() -> None:
     """What a log or a request says is quoted in the output: an escape sequence must not reach
     the reader's terminal (text, markdown), and a lone surrogate must not break any format."""
     report = prefix_check(
-        [
-            {"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": c}]}
-            for c in ("a\ud800 \x1b]0;owned\x07 \x9b2J", "b")
-        ]
+        PrefixCheckOptions(
+            [
+                {"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": c}]}
+                for c in ("a\ud800 \x1b]0;owned\x07 \x9b2J", "b")
+            ]
+        )
     )
     for terminal in (True, False):
         shown = printable(report, terminal=terminal).model_dump_json()
@@ -427,7 +438,7 @@ def test_bundle_json_nested_huge_numbers_or_bytes(
     bundle = _bundle(tmp_path / NAME)
     (bundle / name).write_bytes(content)
     with pytest.raises(BundleError, match=words):
-        diagnose(bundle=bundle)
+        diagnose(DiagnoseOptions(bundle=bundle))
 
 
 def test_facts_that_link_to_a_huge_file_outside_are_not_read(case: Case) -> None:
@@ -444,7 +455,7 @@ def test_a_manifest_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     (bundle / "manifest.json").rename(outside)
     (bundle / "manifest.json").symlink_to(outside)
     with pytest.raises(BundleError, match=r"manifest\.json: a symlink; not read"):
-        diagnose(bundle=bundle)
+        diagnose(DiagnoseOptions(bundle=bundle))
 
 
 def test_links_out_of_the_bundle_are_never_followed(case: Case) -> None:
@@ -480,7 +491,7 @@ def test_a_logs_folder_that_links_outside_is_not_listed(case: Case) -> None:
     with open_bundle(bundle) as opened:
         assert opened.logs == []
         assert any("logs: not a folder" in problem for problem in opened.problems)
-    verdict = diagnose(bundle=bundle)
+    verdict = diagnose(DiagnoseOptions(bundle=bundle))
     assert SECRET not in verdict.model_dump_json()
 
 
@@ -499,7 +510,7 @@ def test_a_case_folder_never_picks_a_linked_or_odd_bundle(case: Case) -> None:
     only_junk.mkdir()
     (only_junk / "bundle-x").symlink_to(elsewhere)
     with pytest.raises(BundleError, match="no bundle in this folder"):
-        diagnose(bundle=only_junk)
+        diagnose(DiagnoseOptions(bundle=only_junk))
 
 
 def test_an_archive_unpacks_in_tmpdir_and_leaves_nothing(case: Case) -> None:
@@ -525,7 +536,7 @@ def test_bundle_json_of_the_wrong_shape(
     bundle = _bundle(tmp_path / NAME)
     (bundle / name).write_text(json.dumps(document))
     with pytest.raises(BundleError, match=words):
-        diagnose(bundle=bundle)
+        diagnose(DiagnoseOptions(bundle=bundle))
 
 
 def test_a_manifest_listing_thousands_of_odd_paths(tmp_path: Path) -> None:
@@ -549,7 +560,7 @@ def test_bundle_facts_with_unusable_versions_are_notes(tmp_path: Path) -> None:
     facts = json.loads((bundle / "facts.json").read_text())
     facts["gpu"]["driver_version"] = "N/A"
     (bundle / "facts.json").write_text(json.dumps(facts))
-    verdict = diagnose(bundle=bundle, image_cuda="13.0")
+    verdict = diagnose(DiagnoseOptions(bundle=bundle, image_cuda="13.0"))
     assert verdict.compat is None
     assert any("malformed driver version 'N/A'" in note for note in verdict.notes)
 
@@ -565,14 +576,14 @@ def test_prefix_check_nested_deep(case: Case, tmp_path: Path) -> None:
     bad_input(case.run("prefix-check", "requests.jsonl"), "requests.jsonl:1", "nested too deep")
     (tmp_path / "deeper.jsonl").write_bytes(b"[" * 100_000 + b"\n")
     with pytest.raises(InputError, match="line 1: too dense to compare"):
-        prefix_check(tmp_path / "deeper.jsonl")
+        prefix_check(PrefixCheckOptions(tmp_path / "deeper.jsonl"))
 
 
 def test_prefix_check_5000_digit_integer(tmp_path: Path) -> None:
     path = tmp_path / "requests.jsonl"
     path.write_text(json.dumps(_request("a")) + "\n" + '{"n": ' + "9" * 5000 + "}\n")
     with pytest.raises(InputError, match=r"requests\.jsonl:2: a number in the JSON is too long"):
-        prefix_check(path)
+        prefix_check(PrefixCheckOptions(path))
 
 
 @pytest.mark.parametrize("output_format", ["text", "markdown", "json"])
@@ -641,7 +652,7 @@ def test_reading_stops_at_the_sample_memory_cap(tmp_path: Path) -> None:
     report says reading stopped there."""
     comma_heavy = "a," * (MAX_SAMPLE_WEIGHT * 3 // 10 // 66)
     path = _jsonl(tmp_path / "requests.jsonl", [_request(f"{i} {comma_heavy}") for i in range(6)])
-    report = prefix_check(path)
+    report = prefix_check(PrefixCheckOptions(path))
     assert report.requests_compared == 3 and report.unread_input
     assert any(
         "reading stopped at the cap (48 MiB of parsed requests)" in note for note in report.notes
@@ -672,7 +683,7 @@ def test_request_lines_of_the_wrong_shape(tmp_path: Path, line: str, message: st
     path = tmp_path / "requests.jsonl"
     path.write_bytes(json.dumps(_request("a")).encode() + b"\n" + line.encode("latin-1") + b"\n")
     with pytest.raises(InputError, match=f"requests.jsonl:2: .*{re.escape(message)}"):
-        prefix_check(path)
+        prefix_check(PrefixCheckOptions(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -727,7 +738,7 @@ def test_prefix_check_any_shape_is_an_input_error_or_a_printable_report(
     kb: KnowledgeBase, bodies: list[Any], launch: str | None
 ) -> None:
     try:
-        report = prefix_check(bodies, launch, kb=kb)
+        report = prefix_check(PrefixCheckOptions(bodies, launch), kb=kb)
     except InputError:
         return
     for terminal in (True, False):
@@ -761,7 +772,7 @@ def test_compat_any_version_is_an_input_error_or_a_verdict(
     kb: KnowledgeBase, driver: str, cuda: str, gpu: str | None, image: str | None
 ) -> None:
     try:
-        verdict = compat(driver, None if image else cuda, gpu, None, image, kb=kb)
+        verdict = compat(CompatOptions(driver, None if image else cuda, gpu, None, image), kb=kb)
     except InputError:
         return
     assert verdict.verdict in ("compatible", "conditional", "forward_compat_only", "incompatible")
@@ -773,7 +784,7 @@ def test_compat_any_version_is_an_input_error_or_a_verdict(
 )
 def test_compat_image_references_of_any_length(kb: KnowledgeBase, image: str) -> None:
     with pytest.raises(InputError, match="image"):
-        compat("575.57.08", image=image, kb=kb)
+        compat(CompatOptions("575.57.08", image=image), kb=kb)
 
 
 _ENV_ITEMS = st.one_of(

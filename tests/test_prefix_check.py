@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli import Result
+from cli import run_cli as run_in
 
 from vllm_triage.errors import InputError
+from vllm_triage.knowledge import load_knowledge
 from vllm_triage.launch import parse_launch_command
 from vllm_triage.prefix.check import (
-    SHAPES,
+    PrefixCheckOptions,
     check_launch,
     common_prefix,
     excerpt,
@@ -294,7 +296,7 @@ def problem_kinds(report: PrefixReport) -> set[str]:
 
 
 def test_clean_set_reuses_nearly_everything() -> None:
-    report = prefix_check(clean_set())
+    report = prefix_check(PrefixCheckOptions(clean_set()))
     assert report.unit == "characters"
     assert report.reusable_share > 0.9
     assert problem_kinds(report) == set()
@@ -306,7 +308,7 @@ def test_clean_set_reuses_nearly_everything() -> None:
 
 
 def test_timestamp_in_system_prompt() -> None:
-    report = prefix_check(timestamp_set())
+    report = prefix_check(PrefixCheckOptions(timestamp_set()))
     assert problem_kinds(report) == {"timestamp"}
     assert report.reusable_share < 0.05
     divergence = report.divergences[0]
@@ -320,7 +322,7 @@ def test_timestamp_in_system_prompt() -> None:
 
 
 def test_shuffled_tools() -> None:
-    report = prefix_check(shuffled_tools_set())
+    report = prefix_check(PrefixCheckOptions(shuffled_tools_set()))
     assert problem_kinds(report) == {"tools_reordered"}
     assert all(d.where.startswith("tools[") for d in report.divergences)
     assert "in another order" in report.divergences[0].detail
@@ -332,14 +334,14 @@ def test_a_timestamp_hides_shuffled_tools() -> None:
     requests = timestamp_set()
     for request, shuffled in zip(requests, shuffled_tools_set(), strict=True):
         request["tools"] = shuffled["tools"]
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert problem_kinds(report) == {"timestamp"}
     assert [c.kind for c in report.after_fixes] == ["tools_reordered"]
     assert report.reusable_share_if_fixed is not None and report.reusable_share_if_fixed > 0.9
 
 
 def test_uuid_in_first_user_message() -> None:
-    report = prefix_check(uuid_set())
+    report = prefix_check(PrefixCheckOptions(uuid_set()))
     assert problem_kinds(report) == {"random_id"}
     assert {d.shape for d in report.divergences} == {"uuid"}
     assert all(d.where == "messages[1] (user)" for d in report.divergences)
@@ -347,7 +349,7 @@ def test_uuid_in_first_user_message() -> None:
 
 
 def test_changed_tool_schema() -> None:
-    report = prefix_check(changed_schema_set())
+    report = prefix_check(PrefixCheckOptions(changed_schema_set()))
     assert "tools_changed" in problem_kinds(report)
     changed = next(d for d in report.divergences if d.kind == "tools_changed")
     assert changed.where == "tools[2] (run_tests)"
@@ -362,7 +364,7 @@ def test_date_in_a_tool_description_is_a_timestamp() -> None:
         tools = copy.deepcopy(TOOLS)
         tools[1]["function"]["description"] += f" Data as of 2026-11-{day}."
         requests.append(agent_request(last, tools=tools))
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert problem_kinds(report) == {"timestamp"}
     assert report.divergences[0].where == "tools[1] (write_file)"
 
@@ -370,13 +372,13 @@ def test_date_in_a_tool_description_is_a_timestamp() -> None:
 def test_tools_only_in_one_request() -> None:
     bare = agent_request(LAST_USER[0])
     del bare["tools"]
-    report = prefix_check([agent_request(LAST_USER[1]), bare])
+    report = prefix_check(PrefixCheckOptions([agent_request(LAST_USER[1]), bare]))
     assert problem_kinds(report) == {"tools_changed"}
     assert "only in a: read_file" in report.divergences[0].detail
 
 
 def test_image_order_swapped() -> None:
-    report = prefix_check(image_order_set())
+    report = prefix_check(PrefixCheckOptions(image_order_set()))
     assert problem_kinds(report) == {"image_order_changed"}
     swapped = next(d for d in report.divergences if d.kind == "image_order_changed")
     assert swapped.where == "image in messages[1] (user)"
@@ -386,7 +388,7 @@ def test_different_image_is_history_changed() -> None:
     requests = image_order_set()[:2]
     part = requests[1]["messages"][1]["content"][1]
     part["image_url"]["url"] = "https://example.com/screens/other.png"
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert problem_kinds(report) == {"history_changed"}
     assert "a different image" in report.divergences[0].detail
 
@@ -394,7 +396,7 @@ def test_different_image_is_history_changed() -> None:
 def test_edited_history() -> None:
     requests = clean_set()[:3]
     requests[2]["messages"][6]["content"] = "The conversion truncates. Fix it?"
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert problem_kinds(report) == {"history_changed"}
     edited = next(d for d in report.divergences if d.kind == "history_changed")
     assert edited.where == "messages[6] (assistant)"
@@ -403,7 +405,7 @@ def test_edited_history() -> None:
 def test_other_system_prompt() -> None:
     requests = clean_set()[:2]
     requests[1]["messages"][0]["content"] = SYSTEM.replace("payments team", "risk team")
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert problem_kinds(report) == {"system_prompt_changed"}
 
 
@@ -416,7 +418,7 @@ def test_different_conversations_are_expected() -> None:
         {"role": "assistant", "content": "Which part?"},
         {"role": "user", "content": "The rules engine."},
     ]
-    report = prefix_check([first, second, third])
+    report = prefix_check(PrefixCheckOptions([first, second, third]))
     assert problem_kinds(report) == set()
     assert "other_conversation" in kinds(report)
 
@@ -428,14 +430,14 @@ def test_continued_conversation_is_shared_fully() -> None:
         {"role": "assistant", "content": "Done: ROUND_HALF_EVEN, and a JPY test."},
         {"role": "user", "content": "Thanks. Now open the pull request."},
     ]
-    report = prefix_check([shorter, longer])
+    report = prefix_check(PrefixCheckOptions([shorter, longer]))
     assert kinds(report) == {"conversation_continued"}
     assert report.requests[0].share == 1.0
 
 
 def test_timestamp_at_the_end_of_the_last_message_is_fine() -> None:
     requests = [agent_request(f"Go ahead. (sent 2026-11-30 09:{m:02d})") for m in (10, 11, 12)]
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert problem_kinds(report) == set()
     assert report.reusable_share > 0.9
 
@@ -443,12 +445,12 @@ def test_timestamp_at_the_end_of_the_last_message_is_fine() -> None:
 def test_request_id_ahead_of_a_long_last_message_is_a_problem() -> None:
     document = "Review this design document.\n" + "The ledger keeps one entry per movement. " * 30
     requests = [agent_request(f"Request ID: {u}\n{document}") for u in UUIDS[:3]]
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert problem_kinds(report) == {"random_id"}
 
 
 def test_identical_requests() -> None:
-    report = prefix_check([agent_request("same"), agent_request("same")])
+    report = prefix_check(PrefixCheckOptions([agent_request("same"), agent_request("same")]))
     assert kinds(report) == {"identical"}
     assert report.reusable_share == 1.0
 
@@ -457,23 +459,17 @@ def test_identical_requests() -> None:
 # the building blocks
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
-def test_shapes_match_their_examples(shape: Any) -> None:
-    for example in shape.examples:
-        assert shape.pattern.search(example), (shape.name, example)
-    for counter in shape.counter_examples:
-        assert not shape.pattern.search(counter), (shape.name, counter)
-
-
 @pytest.mark.parametrize(
     "text", ["a-" * 100_000, "2026-" * 40_000, "req-" * 50_000, "aB1-" * 50_000 + "!"]
 )
 def test_shapes_take_linear_time_on_hostile_text(text: str) -> None:
     """A run of token characters with a boundary at every other one ("a-a-a-..."): each shape is
-    tried once per run, not once per boundary (that was quadratic: minutes for 200 KB)."""
-    for shape in SHAPES:
+    tried once per run, not once per boundary (that was quadratic: minutes for 200 KB). The
+    shapes are knowledge data (prefix_shapes.yaml); their examples are checked by `knowledge
+    check` (tests/test_knowledge.py)."""
+    for shape in load_knowledge().prefix.shapes:
         started = time.monotonic()
-        shape.pattern.sub("<x>", text)
+        shape.regex.sub("<x>", text)
         assert time.monotonic() - started < 2, shape.name
 
 
@@ -492,7 +488,7 @@ def test_masking_hostile_history_is_fast() -> None:
         for i in range(3)
     ]
     started = time.monotonic()
-    report = prefix_check(requests)
+    report = prefix_check(PrefixCheckOptions(requests))
     assert time.monotonic() - started < 10
     assert problem_kinds(report) == {"timestamp"}
     assert report.reusable_share_if_fixed is not None and report.reusable_share_if_fixed > 0.9
@@ -535,7 +531,7 @@ def test_excerpt_is_short() -> None:
 
 def test_large_sample_is_capped() -> None:
     requests = [agent_request(f"question {i}") for i in range(12)]
-    report = prefix_check(requests, max_requests=5)
+    report = prefix_check(PrefixCheckOptions(requests, max_requests=5))
     assert report.requests_read == 12 and report.requests_compared == 5
     assert any("first 5 of 12" in note for note in report.notes)
 
@@ -552,7 +548,7 @@ def test_openai_batch_lines_are_read(tmp_path: Path) -> None:
     )
     sample = load_requests(path)
     assert len(sample.requests) == len(LAST_USER)
-    assert prefix_check(path).reusable_share > 0.9
+    assert prefix_check(PrefixCheckOptions(path)).reusable_share > 0.9
 
 
 # ---------------------------------------------------------------------------------------------
@@ -603,7 +599,9 @@ def test_launch_other_model_depends_on_the_default() -> None:
 
 
 def test_launch_in_the_report() -> None:
-    report = prefix_check(clean_set(), launch="vllm serve moonshotai/Kimi-K3 --trust-remote-code")
+    report = prefix_check(
+        PrefixCheckOptions(clean_set(), launch="vllm serve moonshotai/Kimi-K3 --trust-remote-code")
+    )
     assert report.launch is not None and report.launch.status == "required_not_given"
 
 
@@ -623,30 +621,23 @@ def test_bad_inputs(tmp_path: Path) -> None:
     for name, (text, message) in cases.items():
         (tmp_path / name).write_text(text)
         with pytest.raises(InputError, match=message):
-            prefix_check(tmp_path / name)
+            prefix_check(PrefixCheckOptions(tmp_path / name))
     with pytest.raises(InputError, match="no such file"):
-        prefix_check(tmp_path / "missing.jsonl")
+        prefix_check(PrefixCheckOptions(tmp_path / "missing.jsonl"))
 
 
 def test_tokenizer_without_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # import fails as if not installed
     with pytest.raises(InputError, match="pip install transformers"):
-        prefix_check(clean_set(), tokenizer=tmp_path)
+        prefix_check(PrefixCheckOptions(clean_set(), tokenizer=tmp_path))
 
 
 # ---------------------------------------------------------------------------------------------
 # renderers and the command line
 
 
-def run_cli(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_triage", "prefix-check", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
+def run_cli(*args: str, cwd: Path, stdin: bytes = b"") -> Result:
+    return run_in("prefix-check", *args, cwd=cwd, input=stdin)
 
 
 def write_jsonl(path: Path, requests: list[dict[str, Any]]) -> Path:
@@ -655,7 +646,9 @@ def write_jsonl(path: Path, requests: list[dict[str, Any]]) -> Path:
 
 
 def test_renderers() -> None:
-    report = prefix_check(timestamp_set(), launch="vllm serve moonshotai/Kimi-K3")
+    report = prefix_check(
+        PrefixCheckOptions(timestamp_set(), launch="vllm serve moonshotai/Kimi-K3")
+    )
     markdown = prefix_markdown(report)
     assert "timestamp" in markdown and "required_not_given" in markdown
     assert "| lines 1 and 2 |" in markdown or "lines 1 and 2" in markdown
@@ -672,22 +665,22 @@ def test_cli_formats(tmp_path: Path) -> None:
     launch = tmp_path / "launch.sh"
     launch.write_text("vllm serve moonshotai/Kimi-K3 \\\n  --tensor-parallel-size 8\n")
     result = run_cli(str(requests), "--launch-cmd", str(launch), "--format", "json", cwd=tmp_path)
-    assert result.returncode == EXIT_OK, result.stderr
+    assert result.exit_code == EXIT_OK, result.stderr
     document = json.loads(result.stdout)
     assert document["schema_version"] == 1
     assert document["unit"] == "characters"
     assert document["classes"][0]["kind"] == "timestamp"
     assert document["launch"]["status"] == "required_not_given"
     text = run_cli(str(requests), "--launch-cmd", str(launch), cwd=tmp_path)
-    assert text.returncode == EXIT_OK and b"timestamp" in text.stdout
+    assert text.exit_code == EXIT_OK and "timestamp" in text.stdout
     markdown = run_cli(str(requests), "--format", "markdown", cwd=tmp_path)
-    assert markdown.returncode == EXIT_OK and markdown.stdout.startswith(b"## ")
+    assert markdown.exit_code == EXIT_OK and markdown.stdout.startswith("## ")
 
 
 def test_cli_stdin(tmp_path: Path) -> None:
     data = "".join(json.dumps(r) + "\n" for r in clean_set()).encode()
     result = run_cli("-", "--format", "json", cwd=tmp_path, stdin=data)
-    assert result.returncode == EXIT_OK, result.stderr
+    assert result.exit_code == EXIT_OK, result.stderr
     assert json.loads(result.stdout)["source"] == "<stdin>"
 
 
@@ -705,8 +698,8 @@ def test_cli_bad_input(tmp_path: Path, content: str | None, expected: str) -> No
     if content is not None:
         (tmp_path / name).write_text(content)
     result = run_cli(name, cwd=tmp_path)
-    stderr = result.stderr.decode()
-    assert result.returncode == EXIT_BAD_INPUT, stderr
+    stderr = result.stderr
+    assert result.exit_code == EXIT_BAD_INPUT, stderr
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("vllm-triage: error:"), stderr
@@ -716,20 +709,19 @@ def test_cli_bad_input(tmp_path: Path, content: str | None, expected: str) -> No
 def test_cli_unreadable_launch_cmd(tmp_path: Path) -> None:
     requests = write_jsonl(tmp_path / "requests.jsonl", clean_set())
     result = run_cli(str(requests), "--launch-cmd", "nope.sh", cwd=tmp_path)
-    assert result.returncode == EXIT_BAD_INPUT
-    assert "--launch-cmd nope.sh" in result.stderr.decode()
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "--launch-cmd nope.sh" in result.stderr
 
 
-def test_readme_example_is_current() -> None:
-    """The README shows prefix-check on examples/prefix-check/: its figures are today's."""
+def test_the_example_requests_show_a_timestamp_and_reordered_tools() -> None:
+    """examples/prefix-check/ (the README's example, whose output tests/test_readme.py checks):
+    a timestamp in the system prompt now, reordered tools once that is fixed, and the launch
+    without the recipe's --enable-prefix-caching."""
     path = REPO / "examples" / "prefix-check" / "agent-requests.jsonl"
-    report = prefix_check(path, launch=(path.parent / "launch.sh").read_text())
+    report = prefix_check(PrefixCheckOptions(path, launch=(path.parent / "launch.sh").read_text()))
     assert [c.kind for c in report.problems] == ["timestamp"]
     assert [c.kind for c in report.after_fixes] == ["tools_reordered"]
     assert report.launch is not None and report.launch.status == "required_not_given"
-    readme = (REPO / "README.md").read_text()
-    assert f'"reusable_share": {report.reusable_share}' in readme
-    assert f'"reusable_share_if_fixed": {report.reusable_share_if_fixed}' in readme
 
 
 # ---------------------------------------------------------------------------------------------
@@ -770,18 +762,18 @@ def test_token_mode(tmp_path: Path) -> None:
     tokenizer.save_pretrained(tmp_path / "tok")
     folder = tmp_path / "tok"
 
-    clean = prefix_check(clean_set(), tokenizer=folder)
+    clean = prefix_check(PrefixCheckOptions(clean_set(), tokenizer=folder))
     assert clean.unit == "tokens" and clean.reusable_share > 0.9
     assert problem_kinds(clean) == set()
-    stamped = prefix_check(timestamp_set(), tokenizer=folder)
+    stamped = prefix_check(PrefixCheckOptions(timestamp_set(), tokenizer=folder))
     assert problem_kinds(stamped) == {"timestamp"} and stamped.reusable_share < 0.05
     shared = "<|im_start|>system\nCurrent date and time: 2026-11-30T09:1"
     assert stamped.divergences[0].common_prefix == len(shared)  # one token per character
     assert stamped.reusable_share_if_fixed is not None and stamped.reusable_share_if_fixed > 0.9
-    shuffled = prefix_check(shuffled_tools_set(), tokenizer=folder)
+    shuffled = prefix_check(PrefixCheckOptions(shuffled_tools_set(), tokenizer=folder))
     assert problem_kinds(shuffled) == {"tools_reordered"} and shuffled.reusable_share < 0.6
     # the same placeholder token for every image: the shared prefix still ends at the swap
-    swapped = prefix_check(image_order_set(), tokenizer=folder)
+    swapped = prefix_check(PrefixCheckOptions(image_order_set(), tokenizer=folder))
     assert problem_kinds(swapped) == {"image_order_changed"}
     assert swapped.reusable_share < 0.9
 
@@ -790,6 +782,6 @@ def test_token_mode_cli(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     write_jsonl(tmp_path / "requests.jsonl", clean_set())
     result = run_cli("requests.jsonl", "--tokenizer", str(tmp_path), cwd=tmp_path)
-    assert result.returncode == EXIT_BAD_INPUT
-    lines = [line for line in result.stderr.decode().splitlines() if line.strip()]
+    assert result.exit_code == EXIT_BAD_INPUT
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot load it" in lines[0], lines

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from cli import Result, run_cli
 from fakeserver import FakeServer
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_triage", "validate", *args],
-        capture_output=True, text=True, check=False, env=dict(os.environ, COLUMNS="200"),
-    )  # fmt: skip
+def _cli(*args: str, env: dict[str, str] | None = None) -> Result:
+    return run_cli("validate", *args, env=env)
 
 
 def test_json_contract_and_exit_0(tmp_path: Path) -> None:
@@ -25,9 +20,13 @@ def test_json_contract_and_exit_0(tmp_path: Path) -> None:
         result = _cli(
             server.url, "--case", str(tmp_path), "--max-concurrency", "2", "--format", "json"
         )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["schema_version"] == 1 and summary["passed"] is True
+    (written,) = tmp_path.glob("runs/*/summary.json")  # the case's runs/<UTC>/
+    assert json.loads(written.read_text()) == summary
+    assert summary["records"] == str(written.parent / "requests.jsonl")
+    assert summary["tool_version"] and summary["created_at"] and summary["made_from"] == []
     names = [r["name"] for r in summary["rungs"]]
     assert names == [
         "health",
@@ -37,43 +36,63 @@ def test_json_contract_and_exit_0(tmp_path: Path) -> None:
         "concurrency",
         "image",
         "tool_calls",
+        "structured_output",
     ]
     for rung in summary["rungs"]:
         assert rung["status"] in ("passed", "failed", "skipped", "not_supported")
         assert "reason" in rung and isinstance(rung["figures"], dict)
     assert set(summary["prefix_cache"]) >= {"enabled", "queries", "hits"}
     assert set(summary["tool_calls"]) >= {"requests", "valid", "format_errors"}
+    # Additions of issue 10: the tools' mode, the structured-output tally; no starts, no comparison.
+    assert summary["tool_calls"]["mode"] == "strict"
+    assert summary["structured_output"] == {
+        "requests": 4, "valid": 4, "format_errors": 0, "errors": []
+    }  # fmt: skip
+    assert summary["starts"] is None and summary["comparison"] is None
 
 
 def test_a_failing_rung_exits_1_and_prints_the_table(tmp_path: Path) -> None:
     with FakeServer("chat_500") as server:
         result = _cli(server.url, "--case", str(tmp_path))
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert (
         "short_text" in result.stdout and "HTTP 500" in result.stdout and "FAILED" in result.stdout
     )
     assert "short_text" in result.stderr, "progress lines go to stderr as rungs finish"
 
 
+def test_markdown_is_a_ticket_ready_table_of_the_rungs(tmp_path: Path) -> None:
+    with FakeServer("chat_500") as server:
+        result = _cli(server.url, "--case", str(tmp_path), "--format", "markdown")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "## vllm-triage validate: FAILED"
+    assert "| rung | status | seconds | reason | figures |" in lines
+    short = next(line for line in lines if line.startswith("| short_text |"))
+    assert short.split(" | ")[1] == "failed" and "HTTP 500" in short
+    assert any(line.startswith("- Tool calls (strict):") for line in lines)
+    (summary,) = tmp_path.glob("runs/*/summary.json")
+    assert f"summary: `{summary}`" in result.stdout
+    assert "━" not in result.stdout and result.stderr == "", "no terminal table, no progress"
+
+
 def test_unreachable_and_bad_input_exit_2(tmp_path: Path) -> None:
     unreachable = _cli("http://127.0.0.1:9", "--case", str(tmp_path), "--format", "json")
-    assert unreachable.returncode == 2
+    assert unreachable.exit_code == 2
     assert json.loads(unreachable.stdout)["passed"] is False
     bad = _cli("localhost:8000", "--case", str(tmp_path))
-    assert bad.returncode == 2 and bad.stderr.startswith("vllm-triage: error:")
+    assert bad.exit_code == 2 and bad.stderr.startswith("vllm-triage: error:")
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_api_key_is_sent_and_never_written(tmp_path: Path) -> None:
     secret = "sk-validateSecret0123456789abcdef"
-    env = dict(os.environ, MY_VLLM_KEY=secret, COLUMNS="200")
     with FakeServer() as server:
-        result = subprocess.run(
-            [sys.executable, "-m", "vllm_triage", "validate", server.url, "--case", str(tmp_path),
-             "--api-key-env", "MY_VLLM_KEY", "--max-concurrency", "1"],
-            capture_output=True, text=True, check=False, env=env,
+        result = _cli(
+            server.url, "--case", str(tmp_path), "--api-key-env", "MY_VLLM_KEY",
+            "--max-concurrency", "1", env={"MY_VLLM_KEY": secret},
         )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert server.state.authorization == {f"Bearer {secret}"}
     assert secret not in result.stdout + result.stderr
     for path in tmp_path.rglob("*"):
@@ -107,7 +126,7 @@ def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path: Path
             url = server.url.replace("http://", f"http://{userinfo}")
             result = _cli(url, "--case", str(tmp_path), "--max-concurrency", "1",
                           "--format", output_format)  # fmt: skip
-        assert result.returncode == (0 if fault == "none" else 1), result.stderr
+        assert result.exit_code == (0 if fault == "none" else 1), result.stderr
         expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         assert server.state.authorization == {expected}
         assert f"http://127.0.0.1:{server.url.rsplit(':', 1)[1]}" in result.stdout
@@ -115,18 +134,17 @@ def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path: Path
             assert "HTTP 401: refused Basic [redacted] ([redacted])" in result.stdout
         outputs += [result.stdout, result.stderr]
     unreachable = _cli(f"http://{userinfo}127.0.0.1:9", "--case", str(tmp_path), "--format", "json")
-    assert unreachable.returncode == 2 and "http://127.0.0.1:9" in unreachable.stdout
+    assert unreachable.exit_code == 2 and "http://127.0.0.1:9" in unreachable.stdout
     bad = _cli(f"ftp://{userinfo}example.com:99999999", "--case", str(tmp_path))
-    assert bad.returncode == 2 and "ftp://example.com" in bad.stderr
+    assert bad.exit_code == 2 and "ftp://example.com" in bad.stderr
     # Not percent-encoded: httpx's own error would quote a piece of the password as the port.
     raw = _cli(f"http://{user}:{password}@127.0.0.1:9", "--case", str(tmp_path))
-    assert raw.returncode == 2 and "'http://127.0.0.1:9' is not a valid URL" in raw.stderr
-    both = subprocess.run(
-        [sys.executable, "-m", "vllm_triage", "validate", f"http://{userinfo}127.0.0.1:9",
-         "--api-key-env", "MY_KEY", "--case", str(tmp_path)],
-        capture_output=True, text=True, check=False, env=dict(os.environ, MY_KEY="k" * 20),
+    assert raw.exit_code == 2 and "'http://127.0.0.1:9' is not a valid URL" in raw.stderr
+    both = _cli(
+        f"http://{userinfo}127.0.0.1:9", "--api-key-env", "MY_KEY", "--case", str(tmp_path),
+        env={"MY_KEY": "k" * 20},
     )  # fmt: skip
-    assert both.returncode == 2 and "not both" in both.stderr
+    assert both.exit_code == 2 and "not both" in both.stderr
     outputs += [unreachable.stdout, unreachable.stderr, bad.stderr, raw.stderr, both.stderr]
     written = _written(tmp_path, *outputs)
     leaked = sorted(form for form in forbidden if form in written)

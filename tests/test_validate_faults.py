@@ -38,6 +38,7 @@ def test_the_ladder_passes_on_a_healthy_server(tmp_path: Path) -> None:
     rungs = _rungs(result)
     assert result.run.passed and list(rungs) == [
         "health", "short_text", "target_context", "same_prefix", "concurrency", "image", "tool_calls",
+        "structured_output",
     ]  # fmt: skip
     assert rungs["image"][0] == "not_supported"
     assert result.run.prefix_cache.hits > 0 and result.run.tool_calls.valid == 6

@@ -74,7 +74,7 @@ def _cli(url: str, case: Path, limit_s: float = 60.0) -> Run:
         stderr=err.read_text(),
         peak_rss_mb=peak_rss_mb,
         wall_s=time.monotonic() - started,
-        summary_file=next(case.glob("validate-*/summary.json")),
+        summary_file=next(case.glob("runs/*/summary.json")),
     )
 
 

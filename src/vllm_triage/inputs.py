@@ -8,6 +8,7 @@ stream allowed, and a closed one or a directory there is a one-line error too.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
@@ -81,6 +82,35 @@ def read_text_input(value: str | Path, option: str, what: str, cap: int) -> str:
         shown = f"{cap >> 20} MiB" if cap >= 1 << 20 else f"{cap} bytes"
         raise InputError(f"{option} {name}: larger than {shown}; {what} is a few KiB")
     return data.decode("utf-8", errors="replace")
+
+
+class Fingerprint(io.BufferedIOBase, BinaryIO):
+    """A binary stream that hashes what is read through it (sha256 and size), so an artifact can
+    name its inputs without reading them twice (standard input cannot be read twice)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        super().__init__()
+        self._stream = stream
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._seen(self._stream.read(-1 if size is None else size))
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._seen(self._stream.readline(-1 if size is None else size))
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+    def _seen(self, data: bytes) -> bytes:
+        self._digest.update(data)
+        self.size += len(data)
+        return data
 
 
 def _open_regular(path: str | Path, what: str) -> BinaryIO:

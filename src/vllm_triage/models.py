@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from vllm_triage import __version__
 
 SCHEMA_VERSION = 1
 
@@ -28,29 +32,146 @@ FailureClass = Literal[
     "fabric_manager_missing",
     "host_memory",
     "cache_dir_not_writable",
+    "no_failure",
     "unknown",
 ]
 
 Phase = Literal["before_weights", "during_load", "after_start", "unknown"]
 PHASE_ORDER: tuple[Phase, ...] = ("before_weights", "during_load", "after_start")
 
-Role = Literal["root", "cascade", "related", "threshold"]
+# request: a request the running server refused (a finding about clients, not a failed server);
+# teardown: a message of the shutdown that followed a stop signal.
+Role = Literal["root", "cascade", "related", "threshold", "request", "teardown"]
+
+# What a log says about its own stack (diagnose reads these lines and cites where).
+FactKey = Literal[
+    "driver_version",
+    "driver_cuda",
+    "torch_cuda",
+    "image_cuda",
+    "image_require",
+    "vllm_version",
+    "gpu",
+    "compute_capability",
+    "kernel_module",
+]
 
 Verdict = Literal["compatible", "conditional", "forward_compat_only", "incompatible"]
 
 
 class Artifact(BaseModel):
-    """Base of every artifact: strict fields, a schema version."""
+    """Base of every artifact: strict fields, a schema version. Validators are built on first use
+    (defer_build): a command pays only for the artifacts it makes, not for every one it imports."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class InputFile(Artifact):
+    """One input file an artifact was made from: its name as given, its content's sha256 and size
+    (of what was read, for standard input). Options given as text (a launch command) are not
+    listed: a plain digest of a short text that holds a secret would confirm a guess of it (the
+    redactor keys its digests for that reason)."""
+
+    name: str
+    sha256: str
+    size: int
+
+
+class CaseArtifact(Artifact):
+    """Base of the artifacts a case folder holds: every one says which schema it follows, which
+    vllm-triage made it, when, and from which inputs (an additive envelope: artifacts written
+    before it was added read with the envelope empty)."""
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str | None = Field(default=None, description="the vllm-triage that made it")
+    created_at: str | None = Field(default=None, description="when, UTC, ISO 8601")
+    made_from: list[InputFile] = Field(
+        default_factory=list, description="the inputs it was made from, with sha256 and size"
+    )
+
+    def stamped(self, made_from: Sequence[InputFile] = ()) -> Self:
+        """A copy carrying this tool's version, the time now and its inputs."""
+        return self.model_copy(
+            update={
+                "tool_version": __version__,
+                "created_at": datetime.now(UTC).isoformat(),
+                "made_from": list(made_from),
+            }
+        )
 
 
 class Evidence(Artifact):
-    """One log line that supports a finding, where it was found."""
+    """One log line that supports a finding, where it was found (or a fact of a bundle's
+    facts.json, named by `fact`: such evidence has no line)."""
 
     file: str
     line: int
     text: str
+    fact: str | None = Field(
+        default=None,
+        description="the fact's dotted name in `file` (container.shm_size_bytes) for evidence "
+        "that is a fact, not a log line (its line is 0)",
+    )
+
+    @property
+    def where(self) -> str:
+        """Where it was found, as people read it: `file:line` for a line of a log, `file: fact`
+        for a fact of a bundle, the file alone for what has neither (a compat verdict)."""
+        if self.fact:
+            return f"{self.file}: {self.fact}"
+        return f"{self.file}:{self.line}" if self.line > 0 else self.file
+
+
+class Said(Artifact):
+    """A sentence as the tool composed it, kept so that it can be said in the reader's language:
+    its English template (the catalogs' message id, with {fields}) and the values filled in. A
+    value is shown as it is (a version, a line number, a log excerpt), or, when it is wording
+    itself (a list of Said), translated too and joined with "; "."""
+
+    text: str
+    fields: dict[str, str | list[Said]] = Field(default_factory=dict)
+
+    def say(self, tr: Callable[..., str] | None = None) -> str:
+        """The sentence through a catalog (`tr`), in English without one."""
+        values = {
+            name: value if isinstance(value, str) else "; ".join(part.say(tr) for part in value)
+            for name, value in self.fields.items()
+        }
+        if tr is not None:
+            return tr(self.text, **values)
+        return self.text.format(**values) if values else self.text
+
+
+def said(text: str, /, **fields: str | int | Said | list[Said]) -> Said:
+    """A Said from a template and its values (numbers as text, one Said as a list of one)."""
+    return Said(text=text, fields={name: _said_value(value) for name, value in fields.items()})
+
+
+def _said_value(value: str | int | Said | list[Said]) -> str | list[Said]:
+    if isinstance(value, Said):
+        return [value]
+    return value if isinstance(value, list) else str(value)
+
+
+def join_sentences(sentences: Sequence[str]) -> str:
+    """Sentences one after another: a space between them, none after a full-width stop (。)."""
+    text = ""
+    for sentence in sentences:
+        if not sentence:
+            continue
+        gap = "" if not text or text.endswith(("\u3002", "\uff01", "\uff1f")) else " "
+        text += gap + sentence
+    return text
+
+
+class Wording(Artifact):
+    """How a finding's texts were composed, for saying them in another language: the summary's
+    sentences, and one Said per next step and per avoid. An empty list: that field's texts are
+    the catalogs' message ids as they are (a signature's own advice)."""
+
+    summary: list[Said] = Field(default_factory=list)
+    next_steps: list[Said] = Field(default_factory=list)
+    avoid: list[Said] = Field(default_factory=list)
 
 
 class Finding(Artifact):
@@ -67,6 +188,13 @@ class Finding(Artifact):
     rule: str | None = Field(default=None, description="signature id (or compat rule) behind it")
     role: Role = "root"
     facts: dict[str, str] = Field(default_factory=dict)
+    count: int | None = Field(
+        default=None, description="how many lines showed it (request findings: how many requests)"
+    )
+    # Added in issue 11 (optional, so findings written before read unchanged).
+    wording: Wording | None = Field(
+        default=None, description="the composed texts' templates and values (None: as they are)"
+    )
 
 
 class CompatVerdict(Artifact):
@@ -86,12 +214,77 @@ class CompatVerdict(Artifact):
     source: str
     table_rows: list[str]
     explanation: str
+    # Added in issue 11 (optional, so verdicts written before read unchanged).
+    cause: FailureClass | None = Field(
+        default=None,
+        description="what stops the build: driver_too_old (a driver upgrade or cuda-compat lifts "
+        "it) or unsupported_gpu_arch (no driver does: the GPU's architecture); none when it runs",
+    )
+    gpu_model: str | None = Field(default=None, description="the GPU table row --gpu resolved to")
+    compute_capability: str | None = None
+    advice: list[str] = Field(
+        default_factory=list, description="what to do, from the knowledge base; empty when it runs"
+    )
 
 
-class Diagnosis(Artifact):
+class Fact(Artifact):
+    """A version or name the inputs state (a driver version, the CUDA PyTorch was built with),
+    with where it was read: a log line, a command-line flag or a bundle's facts."""
+
+    key: FactKey
+    value: str
+    source: Literal["log", "flag", "bundle"]
+    evidence: Evidence | None = Field(default=None, description="the log line, for a log fact")
+
+
+class Requests(Artifact):
+    """Requests the log's access lines show, by outcome (counting stops at a cap per file: then
+    the counts are lower bounds, and `capped` says so)."""
+
+    ok: int = Field(default=0, description="answered 2xx/3xx, health and metrics probes aside")
+    probes: int = Field(default=0, description="health, metrics and model-list probes answered")
+    client_errors: int = 0
+    server_errors: int = 0
+    by_status: dict[str, int] = Field(default_factory=dict)
+    first_error: Evidence | None = None
+    capped: bool = False
+
+
+class Serving(Artifact):
+    """How the server's life shows in the log: started or not, the requests it answered, and
+    whether (and how) it was stopped."""
+
+    started: bool
+    started_at: Evidence | None = None
+    last_milestone: str | None = Field(default=None, description="the last start-up milestone")
+    last_milestone_at: Evidence | None = None
+    requests: Requests = Field(default_factory=Requests)
+    served: bool = Field(default=False, description="requests were processed (not only probes)")
+    stopped_by_signal: bool = False
+    stop: Evidence | None = Field(default=None, description="the first line of the stop")
+    stop_time: str | None = Field(default=None, description="the stop's time as the log wrote it")
+    shutdown_complete: bool = False
+    healthy: bool = False
+
+
+class RuleMatch(Artifact):
+    """One rule that matched (or a fact decision), and what the weighing made of it."""
+
+    rule: str
+    cause: FailureClass
+    tier: str
+    phase: Phase
+    file: str
+    line: int
+    confidence: float
+    outcome: Literal["primary", "outranked", "teardown", "request", "ignored"]
+    why: str
+    why_wording: Said | None = Field(default=None, description="`why`'s template and values")
+
+
+class Diagnosis(CaseArtifact):
     """The answer of `diagnose`: a primary finding, secondary findings, the compat verdict."""
 
-    schema_version: int = SCHEMA_VERSION
     primary: Finding
     findings: list[Finding]
     compat: CompatVerdict | None
@@ -102,3 +295,16 @@ class Diagnosis(Artifact):
         default_factory=dict, description="first line of each start-up milestone seen"
     )
     notes: list[str] = Field(default_factory=list)
+    facts: list[Fact] = Field(
+        default_factory=list, description="versions and names the inputs state, and where"
+    )
+    serving: Serving | None = Field(
+        default=None, description="how far the server got, the requests it answered, its stop"
+    )
+    decision: list[RuleMatch] = Field(
+        default_factory=list, description="every rule that matched and why the primary won"
+    )
+    notes_wording: list[Said] = Field(
+        default_factory=list,
+        description="the notes' templates and values, one per note (empty: as they are)",
+    )

@@ -10,9 +10,11 @@ vLLM's `hermes` tool parser can read its output.
 
 The weights start random (fixed seed) and get a short fine-tune (about 200 steps, under a minute on
 two cores) on synthetic agent turns: short answers, and tool calls to the ladder's tools
-(AGENT_TOOLS: the same file as vllm_triage.validate.toolcalls.TOOLS). Like a
-real model it then does both: well-formed calls when the schema is enforced (`strict`), a mix of
-well-formed and malformed ones when it is not. Output is the same every time at temperature 0.
+(AGENT_TOOLS: the same file as vllm_triage.validate.toolcalls.TOOLS), and incident summaries as
+compact JSON (the shape of vllm_triage.validate.structured.SCHEMA, for the structured-output rung).
+Like a real model it then does both: well-formed calls and JSON when the schema is enforced
+(`strict`, `response_format`), a mix of well-formed and malformed ones when it is not. Output is
+the same every time at temperature 0.
 """
 
 from __future__ import annotations
@@ -170,12 +172,48 @@ _ANSWERS = [
 ]
 
 
+_NODES = ["gpu-01", "gpu-03", "gpu-07", "gpu-11", "node-a2", "node-b5", "h100-04", "dgx-02"]
+_BRANCHES = ["r535", "r550", "r570", "r575", "r580"]
+_SEVERITIES = ["low", "medium", "high", "critical"]
+_SITUATIONS = [
+    "cannot start a CUDA 13 image because",
+    "fails to load the model because",
+    "stopped serving after an update and",
+    "passed its checks and",
+]
+
+
+def incident_turn(rng: random.Random) -> tuple[str, str]:
+    """A request for an incident summary as JSON, and the compact JSON answer."""
+    node, gpus = rng.choice(_NODES), rng.choice([1, 2, 4, 8, 16])
+    branch, severity = rng.choice(_BRANCHES), rng.choice(_SEVERITIES)
+    question = rng.choice([
+        "Summarise this incident as JSON with the fields node, severity, gpus and driver "
+        f"(branch, upgrade_needed): node {node} with {gpus} GPUs {rng.choice(_SITUATIONS)} its "
+        f"driver branch is {branch}; the severity is {severity}.",
+        f"Incident as JSON: {node}, {gpus} GPUs, driver {branch}, severity {severity}.",
+    ])  # fmt: skip
+    answer = {
+        "node": node,
+        "severity": severity,
+        "gpus": gpus,
+        "driver": {"branch": branch, "upgrade_needed": branch != "r580"},
+    }
+    return question, json.dumps(answer)
+
+
 def agent_turns(count: int) -> list[tuple[list[dict[str, str]], bool, str]]:
-    """Synthetic (messages, with_tools, assistant text) turns: weather and search calls, answers."""
+    """Synthetic (messages, with_tools, assistant text) turns: weather and search calls, incident
+    summaries as JSON, answers."""
     rng = random.Random(SEED + 1)
     turns = []
     for _ in range(count):
         kind = rng.random()
+        if kind >= 0.8:
+            question, answer = incident_turn(rng)
+            turns.append(([{"role": "user", "content": question}], False, answer))
+            continue
+        kind /= 0.8  # the other turns as they were before incident summaries came in
         if kind < 0.45:
             city = rng.choice(_CITIES)
             question = rng.choice([

@@ -9,7 +9,6 @@ from typing import BinaryIO
 MANIFEST = "manifest.json"
 FACTS = "facts.json"
 LOGS = "logs"
-BUNDLE_PREFIX = "bundle-"
 _CHUNK = 1024 * 1024
 
 

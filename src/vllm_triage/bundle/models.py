@@ -126,6 +126,11 @@ class ContainerFacts(Artifact):
     runtime: str | None = None
     gpu_requested: bool | None = None
     shm_size_bytes: int | None = None
+    ipc_mode: str | None = Field(
+        default=None,
+        description="HostConfig.IpcMode: host (the host's /dev/shm, ShmSize does not apply), "
+        "container:<id> (that container's), private, shareable",
+    )
     image_cuda: str | None = None
     image_require_cuda: str | None = None
     image_created: str | None = None

@@ -17,8 +17,9 @@ from typing import Any, BinaryIO
 from pydantic import ValidationError
 
 from vllm_triage.bundle.archive import unpack
-from vllm_triage.bundle.layout import BUNDLE_PREFIX, FACTS, LOGS, MANIFEST, stream_sha256
+from vllm_triage.bundle.layout import FACTS, LOGS, MANIFEST, stream_sha256
 from vllm_triage.bundle.models import BundleFacts, Manifest
+from vllm_triage.case import Case
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name, file_kind
 from vllm_triage.models import SCHEMA_VERSION, Artifact
@@ -58,6 +59,8 @@ class Bundle:
     manifest: Manifest
     facts: BundleFacts
     problems: list[str]
+    source: Path
+    """What was opened: the bundle folder, or the .tar.gz unpacked into `folder`."""
     logs: list[PurePosixPath] = field(default_factory=list)
     """The log files (relative to the folder), the previous (crashed) run of a pod first."""
 
@@ -68,28 +71,6 @@ class Bundle:
     def show(self, relative: PurePosixPath) -> str:
         """How a file of the bundle is named in output: `<bundle folder>/<path>`, printable."""
         return display_name(f"{self.folder.name}/{relative}")
-
-
-def _newest_bundle(case: Path) -> Path:
-    """The newest bundle in a case folder: bundle-* folders first, then bundle-*.tar.gz files;
-    symlinks and anything else are passed over, so a case folder cannot point outside itself."""
-    folders, archives = [], []
-    try:
-        with os.scandir(case) as entries:
-            for entry in entries:
-                if not entry.name.startswith(BUNDLE_PREFIX):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.name)
-                elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".tar.gz"):
-                    archives.append(entry.name)
-    except OSError as exc:
-        raise BundleError(f"{display_name(case)}: cannot list ({exc.strerror or exc})") from None
-    if folders or archives:
-        return case / max(folders or archives)
-    raise BundleError(
-        f"{display_name(case)}: no bundle in this folder (no manifest.json, no bundle-*)"
-    )
 
 
 def _load_model(folder: Path, name: str, model: type[Artifact], max_bytes: int) -> Any:
@@ -240,17 +221,23 @@ def open_bundle(path: Path) -> Iterator[Bundle]:
     if not os.path.lexists(path):
         raise BundleError(f"{display_name(path)}: no such bundle")
     if path.is_dir() and not os.path.lexists(path / MANIFEST):
-        path = _newest_bundle(path)
+        newest = Case(path).newest_bundle()
+        if newest is None:
+            raise BundleError(
+                f"{display_name(path)}: no bundle in this folder (no manifest.json, no "
+                "bundle-* in it or in its bundles/)"
+            )
+        path = newest
     if path.is_dir():
-        yield _read_folder(path)
+        yield _read_folder(path, path)
         return
     with tempfile.TemporaryDirectory(prefix="vllm-triage-bundle-") as scratch:
         folder = unpack(path, Path(scratch) / "bundle")
-        yield _read_folder(folder)
+        yield _read_folder(folder, path)
 
 
-def _read_folder(folder: Path) -> Bundle:
+def _read_folder(folder: Path, source: Path) -> Bundle:
     manifest: Manifest = _load_model(folder, MANIFEST, Manifest, MAX_MANIFEST_BYTES)
     facts: BundleFacts = _load_model(folder, FACTS, BundleFacts, MAX_FACTS_BYTES)
     logs, notes = _list_logs(folder)
-    return Bundle(folder, manifest, facts, [*_verify(folder, manifest), *notes], logs)
+    return Bundle(folder, manifest, facts, [*_verify(folder, manifest), *notes], source, logs)

@@ -24,8 +24,9 @@ from typing import Any
 
 from vllm_triage import __version__
 from vllm_triage.bundle.archive import pack
-from vllm_triage.bundle.layout import BUNDLE_PREFIX, FACTS, MANIFEST
+from vllm_triage.bundle.layout import FACTS, MANIFEST
 from vllm_triage.bundle.models import BundleFacts, Manifest, ProbeState, ProbeStatus
+from vllm_triage.case import ARCHIVE_SUFFIX, BUNDLE_PREFIX, Case, stamp
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.facts import bounded
 from vllm_triage.collect.probes import PROBES, CollectOptions, Probe
@@ -42,6 +43,7 @@ from vllm_triage.collect.writer import BundleWriter, remove_partial
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import STDIN, open_input
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.models import Artifact
 from vllm_triage.redact import Redactor
 
 # After the deadline, a probe whose commands were all killed gets this long to return.
@@ -57,8 +59,11 @@ MARGIN_SECONDS = 10.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
-@dataclass(frozen=True)
-class CollectResult:
+class CollectResult(Artifact):
+    """What `collect` wrote: the bundle folder, its archive, and the manifest (the bundle's
+    envelope: tool version, time, files with their sha256 and size)."""
+
+    case: Path
     folder: Path
     archive: Path
     manifest: Manifest
@@ -143,35 +148,31 @@ def _options_record(options: CollectOptions) -> dict[str, Any]:
 
 def collect(
     options: CollectOptions,
-    case: Path = Path("triage"),
+    *,
     runner: CommandRunner | None = None,
     kb: KnowledgeBase | None = None,
 ) -> CollectResult:
-    """Freeze the evidence once: every probe at most `options.timeout` seconds, all at once; the
-    whole run within `options.timeout` + MARGIN_SECONDS."""
+    """Freeze the evidence once into the case's bundles/: every probe at most `options.timeout`
+    seconds, all at once; the whole run within `options.timeout` + MARGIN_SECONDS. `runner` and
+    `kb` replace the real ones (tests, a host replayed)."""
     _validate(options)
     kb = kb or load_knowledge()
     runner = runner or CommandRunner()
     try:
         with _stopped_by_signals():
-            return _collect(options, case, runner, kb)
+            return _collect(options, runner, kb)
     finally:
         with _shielded():  # a second Ctrl-C must not leave raw outputs or processes behind
             runner.cleanup()
 
 
-def _collect(
-    options: CollectOptions, case: Path, runner: CommandRunner, kb: KnowledgeBase
-) -> CollectResult:
+def _collect(options: CollectOptions, runner: CommandRunner, kb: KnowledgeBase) -> CollectResult:
     redactor = Redactor(kb)
     created = datetime.now(UTC)
-    name = BUNDLE_PREFIX + created.strftime("%Y%m%dT%H%M%S%fZ")
-    try:
-        case.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{case}: cannot create the case folder ({exc.strerror})") from None
-    partial = case / f".{name}.partial"
-    final = case / name
+    name = BUNDLE_PREFIX + stamp(created)
+    bundles = Case(options.case).bundles_folder()
+    partial = bundles / f".{name}.partial"
+    final = bundles / name
 
     shared = SharedResults()
     deadline = time.monotonic() + options.timeout
@@ -234,9 +235,9 @@ def _collect(
     except BaseException:
         remove_partial(partial)
         raise
-    archive = case / f"{name}.tar.gz"
+    archive = bundles / f"{name}{ARCHIVE_SUFFIX}"
     pack(final, archive)
-    return CollectResult(final, archive, manifest)
+    return CollectResult(case=options.case, folder=final, archive=archive, manifest=manifest)
 
 
 @dataclass(frozen=True)

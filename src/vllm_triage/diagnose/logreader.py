@@ -1,8 +1,10 @@
 """Stream a log and hand over only the lines worth reading, with their line numbers.
 
-Logs can be gigabytes. The file is read in fixed-size blocks and one combined RE2 pattern (a DFA,
-as fast as grep) finds candidate lines inside each block; only those lines are decoded and
-normalised. Memory stays bounded whatever the file size or line length.
+Logs can be gigabytes. The file is read in fixed-size blocks, and the lines in which an active
+pattern may match are found inside each block by compiled code (one combined RE2 pattern, or
+Hyperscan for large inputs: see fastscan); only those lines are decoded and normalised. Past the
+first megabytes a second thread reads, hashes and counts ahead (readahead). Memory stays bounded
+whatever the file size or line length.
 """
 
 from __future__ import annotations
@@ -10,22 +12,39 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import re2
 
+from vllm_triage.diagnose.readahead import ReadAhead, read_ahead
 from vllm_triage.errors import InputError
 from vllm_triage.safejson import JsonError, parse_json
+
+if TYPE_CHECKING:
+    from vllm_triage.diagnose.fastscan import FastCompile, FastFinder
 
 BLOCK_SIZE = 8 << 20
 MAX_LINE_BYTES = 64 << 10
 EVIDENCE_CHARS = 400
 TAIL_LINES = 8
+# Within a block, the prefilter is compiled again (after groups were switched off) only when at
+# least this much of the block is left to search.
+RECOMPILE_MIN_BYTES = 1 << 20
+# Inputs larger than this are read ahead by other threads and searched with Hyperscan (its
+# database takes a few tenths of a second to compile: not worth it for a small log).
+PARALLEL_MIN_BYTES = 8 << 20
+# The blocks read ahead are smaller: the stages (read and hash, count, search) then find a block
+# still in the processor's cache when their turn comes.
+AHEAD_BLOCK_SIZE = 2 << 20
+# How many blocks the reading thread may have ready.
+AHEAD_DEPTH = 4
+# Line numbers are counted ahead in steps of this many bytes (see Chunk).
+MARK_BYTES = 32 << 10
 _BINARY_PROBE = 8192
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|#033\[[0-9;]*m")
 _PREFIXES = (
     # Docker/Kubernetes --timestamps, RFC 3339
     re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+"),
@@ -33,12 +52,23 @@ _PREFIXES = (
     re.compile(r"^[\w.-]+(?:-\d+)?\s+\|\s"),
     # kubectl logs --prefix
     re.compile(r"^\[pod/[^\]]+\]\s"),
+    # CI line numbers (Buildkite, GitHub Actions raw logs): a number and a tab
+    re.compile(r"^\d+\t"),
+    # what a paste into an issue adds: a markdown quote, a stray backtick, bold markers
+    re.compile(r"^(?:>\s?|`+|\*\*(?=\S))"),
+    # journalctl / syslog: "Feb 24 15:36:32 host unit[pid]: "
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [\w@./-]+(?:\[\d+\])?: "),
 )
-_PROCESS = re.compile(r"^\((?P<process>[A-Za-z_][\w-]*(?: pid=\d+)?)\)\s*")
+_PROCESS = re.compile(r"^\((?P<process>[A-Za-z_][\w:.-]*(?: pid=\d+)?)\)\s*")
 _LEVEL = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
-    r"(?:\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*(?:\[[^\]]*\]\s*)?|:\s+)"
+    r"(?:\s+\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*(?:\[[^\]]*\]\s*)?|:\s+|\s+(?=[\w.:-]+:\s))"
 )
+# glog / klog and PyTorch's C++ warnings: "E0101 12:00:00.000000 1 file.go:12] ", "[W1130 ...] "
+_GLOG = re.compile(
+    r"^\[?(?P<level>[IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+(?:\d+\s+)?[\w.-]+:\d+\]\s*"
+)
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 
 
 class LogError(InputError):
@@ -83,118 +113,368 @@ def normalize(raw: bytes, number: int) -> LogLine:
     if match := _LEVEL.match(text):
         level = "WARNING" if match.group("level") == "WARN" else match.group("level")
         text = text[match.end() :]
+    elif match := _GLOG.match(text):
+        level = _GLOG_LEVELS[match.group("level")]
+        text = text[match.end() :]
     if len(display) > EVIDENCE_CHARS:
         display = display[: EVIDENCE_CHARS - 1] + "…"
     return LogLine(number, text.strip(), display, process, level)
 
 
+def _raw(pattern: str) -> str:
+    """A pattern as it must read a raw line: Docker's json-file logs escape quotes (\\")."""
+    return pattern.replace('"', r'\\?"')
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.max_mem = 256 << 20
+    options.never_capture = True
+    options.never_nl = True
+    return options
+
+
+# Compiled once per process and pattern list: a bundle's logs, or many tests, share them.
+_SETS: dict[tuple[str, ...], Any] = {}
+
+
+def _pattern_set(patterns: tuple[str, ...]) -> Any:
+    """An RE2 set over the patterns: one pass over a line names every pattern it matches."""
+    found = _SETS.get(patterns)
+    if found is None:
+        found = re2.Set.SearchSet(_re2_options())
+        for pattern in patterns:
+            found.Add(pattern.encode())
+        found.Compile()
+        if len(_SETS) >= 8:
+            _SETS.clear()
+        _SETS[patterns] = found
+    return found
+
+
+def _line_at(buf: bytes, position: int, found: int, end: int) -> tuple[int, int] | None:
+    """(start, newline) of the line in buf[position:end] that holds the byte before `found`, a
+    match's end (the byte at `found` for an empty match at the start of the run)."""
+    anchor = found - 1 if found > position else position
+    newline = buf.rfind(b"\n", position, anchor)
+    start = newline + 1 if newline >= 0 else position
+    stop = buf.find(b"\n", anchor, end)
+    return None if stop < 0 else (start, stop)
+
+
 class Prefilter:
-    """One combined RE2 pattern over named groups of patterns; groups can be switched off."""
+    """Named groups of patterns, looked for in raw lines; groups can be switched off and on.
+
+    A line is a candidate when RE2 finds a pattern of an active group in it (the raw line,
+    through its first MAX_LINE_BYTES bytes). Two engines find candidates with exactly that
+    meaning: one combined RE2 pattern over a block (small inputs, and always correct), and
+    Hyperscan (fastscan) for large inputs once its database is compiled; every line Hyperscan
+    proposes, and every line an outdated RE2 pattern proposes, is checked with the RE2 set
+    (`wanted`)."""
 
     def __init__(self, groups: dict[str, list[str]]):
         self._groups = groups
         self._active = set(groups)
-        self._regex: object | None = None
-        self._options = re2.Options()
-        self._options.max_mem = 256 << 20
-        self._options.never_capture = True
-        self._options.never_nl = True
+        patterns: list[str] = []
+        self._owners: list[str] = []
+        self._indexes: dict[str, list[int]] = {}
+        for key in sorted(groups):
+            for pattern in groups[key]:
+                self._indexes.setdefault(key, []).append(len(patterns))
+                patterns.append(_raw(pattern))
+                self._owners.append(key)
+        self._patterns = tuple(patterns)
+        # per pattern: whether its group is active (what Hyperscan's callback reads)
+        self._on = [True] * len(patterns)
+        self._regex: Any = None
+        self._regex_keys: frozenset[str] = frozenset()
+        self._fast: FastFinder | None = None
+        self._fast_keys: frozenset[str] = frozenset()
+        self._compiling: FastCompile | None = None
+        self._compiling_keys: frozenset[str] = frozenset()
+        self._view: memoryview | None = None
+        self._view_of: bytes | None = None
+        self.generation = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self._active)
+
+    @property
+    def active_groups(self) -> frozenset[str]:
+        """The groups still looked for."""
+        return frozenset(self._active)
+
+    @property
+    def engine(self) -> str:
+        """Which engine finds the next candidates: "hyperscan" or "re2"."""
+        return "hyperscan" if self._fast_engine() is not None else "re2"
 
     @property
     def regex(self) -> object | None:
         """The compiled alternation of the active groups (None when nothing is left to look for)."""
-        if self._regex is None and self._active:
-            # Docker's json-file logs escape quotes (\"); the raw bytes must still match.
-            patterns = [
-                p.replace('"', r'\\?"') for key in sorted(self._active) for p in self._groups[key]
-            ]
-            # (?m): ^ and $ mean a line's start and end, as in grep, not the block's.
-            alternation = "|".join(f"(?:{p})" for p in patterns)
-            self._regex = re2.compile(f"(?m){alternation}", self._options)
-        return self._regex
+        regex: object | None = self._regex_for(RECOMPILE_MIN_BYTES + 1)
+        return regex
 
     def deactivate(self, key: str) -> None:
         if key in self._active:
             self._active.discard(key)
-            self._regex = None
+            for index in self._indexes.get(key, ()):
+                self._on[index] = False
+            self.generation += 1
 
     def activate(self, keys: Iterable[str]) -> None:
-        added = set(keys) - self._active
+        added = (set(keys) & set(self._groups)) - self._active
         if added:
             self._active |= added
+            for key in added:
+                for index in self._indexes.get(key, ()):
+                    self._on[index] = True
+            self.generation += 1
+
+    def wanted(self, line: bytes) -> bool:
+        """Whether RE2 finds a pattern of an active group in this raw line."""
+        matches: list[int] | None = _pattern_set(self._patterns).Match(line)
+        on = self._on
+        return any(on[i] for i in matches or ())
+
+    def prepare_fast(self, *, wait: bool = False) -> None:
+        """Compile the Hyperscan engine for the groups active now (in the background unless
+        `wait`); RE2 finds the candidates until it is ready, and for good if it cannot be had."""
+        from vllm_triage.diagnose.fastscan import FastCompile
+
+        if self._compiling is None and self._fast is None and self._active:
+            chosen = {i: self._patterns[i] for i, on in enumerate(self._on) if on}
+            self._compiling = FastCompile(chosen)
+            self._compiling_keys = frozenset(self._active)
+        if wait and self._compiling is not None:
+            self._compiling.result(wait=True)
+
+    def next_line(self, buf: bytes, position: int, end: int) -> tuple[int, int] | None:
+        """(start, index of its newline) of the first candidate line in buf[position:end], a
+        run of whole lines each ending with a newline; None when there is none."""
+        if not self._active:
+            return None
+        fast = self._fast_engine()
+        if fast is not None:
+            return self._next_fast(fast, buf, position, end)
+        return self._next_re2(buf, position, end)
+
+    def release(self) -> None:
+        """Forget the block being read (its memory can go)."""
+        if self._view is not None:
+            self._view.release()
+        self._view, self._view_of = None, None
+
+    def _fast_engine(self) -> FastFinder | None:
+        compiling = self._compiling
+        if compiling is not None and compiling.ready:
+            self._compiling = None
+            finder = compiling.result()
+            if finder is not None:
+                self._fast, self._fast_keys = finder, self._compiling_keys
+        if self._fast is not None and not self._active <= self._fast_keys:
+            # groups switched back on that the database lacks (a restart): RE2 meanwhile
+            self._fast = None
+            self.prepare_fast()
+        return self._fast
+
+    def _next_fast(
+        self, fast: FastFinder, buf: bytes, position: int, end: int
+    ) -> tuple[int, int] | None:
+        if self._view_of is not buf:
+            self.release()
+            self._view, self._view_of = memoryview(buf), buf
+        assert self._view is not None
+        while position < end:
+            found = fast.first_end(self._view, position, end, self._on)
+            if found is None:
+                return None
+            line = _line_at(buf, position, found, end)
+            if line is None:
+                return None
+            if self.wanted(buf[line[0] : line[1]]):
+                return line
+            position = line[1] + 1
+        return None
+
+    def _regex_for(self, remaining: int) -> Any:
+        """The combined pattern of the active groups. After groups were switched off, the one
+        compiled before still finds every candidate (and some lines `wanted` then refuses): it is
+        compiled again only when enough is left to read for that to pay. After groups were
+        switched on, it is compiled again at once."""
+        outdated = self._regex is not None and self._regex_keys != self._active
+        if outdated and (not self._active <= self._regex_keys or remaining > RECOMPILE_MIN_BYTES):
             self._regex = None
+        if self._regex is None and self._active:
+            patterns = [self._patterns[i] for i, on in enumerate(self._on) if on]
+            # (?m): ^ and $ mean a line's start and end, as in grep, not the block's.
+            alternation = "|".join(f"(?:{p})" for p in patterns)
+            self._regex = re2.compile(f"(?m){alternation}", _re2_options())
+            self._regex_keys = frozenset(self._active)
+        return self._regex
+
+    def _next_re2(self, buf: bytes, position: int, end: int) -> tuple[int, int] | None:
+        while position < end:
+            regex = self._regex_for(end - position)
+            if regex is None:
+                return None
+            match = regex.search(buf, position, end)
+            if match is None or match.start() >= end:
+                return None
+            newline = buf.rfind(b"\n", position, match.start())
+            start = newline + 1 if newline >= 0 else position
+            stop = buf.find(b"\n", match.start(), end)
+            if stop < 0:
+                return None
+            if self._regex_keys == self._active or self.wanted(buf[start:stop]):
+                return start, stop
+            position = stop + 1
+        return None
+
+
+# A run of whole lines, buf[lo:hi], each ending with a newline.
+Span = tuple[bytes, int, int]
+# A span and its line marks: marks[k] is the number of lines that end before lo + k * MARK_BYTES
+# (marks[-1]: all of them), so that a candidate's line number costs a count over at most
+# MARK_BYTES; None when the searching thread is to count them itself.
+Chunk = tuple[bytes, int, int, list[int] | None]
+
+
+def _marks(buf: bytes, lo: int, hi: int) -> list[int]:
+    marks = [0]
+    total = 0
+    for at in range(lo, hi, MARK_BYTES):
+        total += buf.count(b"\n", at, min(at + MARK_BYTES, hi))
+        marks.append(total)
+    return marks
+
+
+def _one_line(line: bytes) -> Span:
+    return line, 0, len(line)
 
 
 class LogScanner:
-    """Reads a stream block by block; yields candidate lines; counts lines; keeps the last few."""
+    """Reads a stream block by block; yields candidate lines; counts lines; keeps the last few.
 
-    def __init__(self, stream: BinaryIO, prefilter: Prefilter):
+    Past PARALLEL_MIN_BYTES the rest is read, hashed (by the stream) and counted by a second
+    thread while this one searches (readahead), and the prefilter switches to Hyperscan."""
+
+    def __init__(self, stream: BinaryIO, prefilter: Prefilter, *, fast: bool | None = None):
         self._stream = stream
         self._prefilter = prefilter
+        # None: Hyperscan and the read-ahead thread for large inputs only; True: both from the
+        # start (tests); False: neither
+        self._fast = fast
         self.lines_read = 0
         self.tail: deque[tuple[int, bytes]] = deque(maxlen=TAIL_LINES)
+        self._read_size = 0
+        self._ahead: ReadAhead[Chunk] | None = None
 
-    def _blocks(self) -> Iterator[bytes]:
-        """Blocks of whole lines; a line longer than MAX_LINE_BYTES is cut there."""
+    def _spans(self) -> Iterator[Span]:
+        """Runs of whole lines in read order; a line longer than MAX_LINE_BYTES that runs past
+        the end of a read is cut there and the rest of it skipped (memory stays bounded)."""
         carry = b""
         skipping = False
         first = True
-        while data := self._stream.read(BLOCK_SIZE):
+        while data := self._stream.read(self._read_size or BLOCK_SIZE):
             if first:
                 first = False
                 if b"\x00" in data[:_BINARY_PROBE]:
                     raise LogError("not a text log (binary data, or UTF-16)")
+            lo = 0
             if skipping:
                 newline = data.find(b"\n")
                 if newline < 0:
                     continue
-                data = data[newline + 1 :]
-                skipping = False
-            buffer = carry + data if carry else data
-            last_newline = buffer.rfind(b"\n")
-            if last_newline < 0:
-                if len(buffer) > MAX_LINE_BYTES:
-                    yield buffer[:MAX_LINE_BYTES] + b"\n"
+                lo, skipping = newline + 1, False
+            last = data.rfind(b"\n", lo)
+            if last < 0:
+                carry += data[lo:]
+                if len(carry) > MAX_LINE_BYTES:
+                    yield _one_line(carry[:MAX_LINE_BYTES] + b"\n")
                     carry, skipping = b"", True
-                else:
-                    carry = buffer
                 continue
-            carry = buffer[last_newline + 1 :]
+            if carry:
+                newline = data.find(b"\n", lo)
+                yield _one_line(carry + data[lo : newline + 1])
+                carry, lo = b"", newline + 1
+            if last + 1 > lo:
+                yield data, lo, last + 1
+            carry = data[last + 1 :]
             if len(carry) > MAX_LINE_BYTES:
-                yield buffer[: last_newline + 1] + carry[:MAX_LINE_BYTES] + b"\n"
+                yield _one_line(carry[:MAX_LINE_BYTES] + b"\n")
                 carry, skipping = b"", True
-                continue
-            yield buffer[: last_newline + 1]
         if carry:
-            yield carry[:MAX_LINE_BYTES] + b"\n"
+            yield _one_line(carry[:MAX_LINE_BYTES] + b"\n")
 
-    def candidates(self) -> Iterator[tuple[int, bytes]]:
-        """(line number, raw line) for every line the prefilter's current pattern matches."""
-        for block in self._blocks():
-            base = self.lines_read
-            counted_at, counted = 0, 0
-            position = 0
-            regex = self._prefilter.regex
-            while regex is not None:
-                match = regex.search(block, position)  # type: ignore[attr-defined]
-                if match is None:
-                    break
-                start = block.rfind(b"\n", 0, match.start()) + 1
-                end = block.find(b"\n", match.start())
-                counted += block.count(b"\n", counted_at, start)
-                counted_at = start
-                yield base + counted + 1, block[start:end]
-                position = end + 1
-                regex = self._prefilter.regex
-            self.lines_read = base + block.count(b"\n")
-            self._remember_tail(block)
+    def _pipeline(self) -> Iterator[Chunk]:
+        """The chunks. Up to PARALLEL_MIN_BYTES they are read, counted and searched (with RE2) on
+        this thread. Once a chunk takes the input past that, another thread reads on (the stream
+        hashes what it reads) and counts lines, while this one searches that chunk with RE2, then
+        the rest with Hyperscan (its database made for the groups still active)."""
+        spans = self._spans()
+        if self._fast is True:
+            self._prefilter.prepare_fast(wait=True)
+        seen = 0
+        for span in spans:
+            seen += span[2] - span[1]
+            if self._fast is True or (self._fast is None and seen >= PARALLEL_MIN_BYTES):
+                self._read_size = min(BLOCK_SIZE, AHEAD_BLOCK_SIZE)
+                ahead = read_ahead(self._counted(spans), AHEAD_DEPTH)
+                self._ahead = ahead
+                try:
+                    yield (*span, None)
+                    self._prefilter.prepare_fast(wait=True)
+                    yield from ahead
+                finally:
+                    ahead.close()
+                return
+            yield (*span, None)
 
-    def _remember_tail(self, block: bytes) -> None:
+    def _counted(self, spans: Iterator[Span]) -> Iterator[Chunk]:
+        """On the reading thread: the spans with their marks, except while the searching thread
+        waits for blocks (it then counts, so that neither thread idles while the other works)."""
+        for buf, lo, hi in spans:
+            ahead = self._ahead
+            hungry = ahead is not None and ahead.backlog == 0
+            yield buf, lo, hi, None if hungry else _marks(buf, lo, hi)
+
+    def candidates(self) -> Generator[tuple[int, bytes], None, None]:
+        """(line number, raw line) for every line in which RE2 finds a pattern of a group that is
+        active when the line is reached; a line is seen through its first MAX_LINE_BYTES bytes."""
+        prefilter = self._prefilter
+        try:
+            for buf, lo, hi, counted in self._pipeline():
+                marks = _marks(buf, lo, hi) if counted is None else counted
+                base = self.lines_read
+                position = lo
+                while position < hi:
+                    found = prefilter.next_line(buf, position, hi)
+                    if found is None:
+                        break
+                    start, stop = found
+                    position = stop + 1
+                    if stop - start > MAX_LINE_BYTES:
+                        line = buf[start : start + MAX_LINE_BYTES]
+                        if not prefilter.wanted(line):
+                            continue
+                    else:
+                        line = buf[start:stop]
+                    mark = (start - lo) // MARK_BYTES
+                    before = marks[mark] + buf.count(b"\n", lo + mark * MARK_BYTES, start)
+                    yield base + before + 1, line
+                self.lines_read = base + marks[-1]
+                self._remember_tail(buf, lo, hi)
+        finally:
+            prefilter.release()
+
+    def _remember_tail(self, buf: bytes, lo: int, hi: int) -> None:
         pieces: list[bytes] = []
-        end = len(block) - 1
-        while end >= 0 and len(pieces) < TAIL_LINES:
-            start = block.rfind(b"\n", 0, end) + 1
-            pieces.append(block[start:end])
+        end = hi - 1
+        while end >= lo and len(pieces) < TAIL_LINES:
+            start = max(buf.rfind(b"\n", lo, end) + 1, lo)
+            pieces.append(buf[start : min(end, start + MAX_LINE_BYTES)])
             end = start - 1
         for offset, piece in enumerate(reversed(pieces)):
             self.tail.append((self.lines_read - len(pieces) + 1 + offset, piece))

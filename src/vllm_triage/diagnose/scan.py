@@ -1,18 +1,33 @@
-"""One pass over one log: which signatures fire where, and which start-up milestones were reached."""
+"""One pass over one log: which signatures fire where, which start-up milestones were reached,
+how the server stopped, which requests it answered, and which versions the log states."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from vllm_triage.diagnose.logfacts import decode_fact
 from vllm_triage.diagnose.logreader import LogLine, LogScanner, Prefilter, normalize
-from vllm_triage.diagnose.signatures import CompiledMilestone, CompiledSignature
+from vllm_triage.diagnose.signatures import (
+    CompiledKnowledge,
+    CompiledMilestone,
+    CompiledSignature,
+    compiled_knowledge,
+    encoded,
+)
 from vllm_triage.knowledge import KnowledgeBase
-from vllm_triage.models import Evidence, Phase
+from vllm_triage.models import Evidence, Fact, Phase, Requests
 
 MAX_EVIDENCE_PER_RULE = 3
 # A phrase that keeps matching only inside INFO lines stops being looked for after this many.
 MAX_QUIET_MATCHES = 200
+# Refused requests and stall lines are counted up to this many lines per rule.
+MAX_COUNTED_PER_RULE = 1000
+# Access-log lines are counted up to this many per file; past it the counts are lower bounds.
+MAX_REQUEST_LINES = 2_000
+# A serving-loop frame or a request line this close after an error puts the error after start
+# (a traceback prints the error first and the API server's reaction after it).
+CONTEXT_AFTER_LINES = 40
 
 
 @dataclass
@@ -25,6 +40,12 @@ class Hit:
     phase_seen: Phase | None
     evidence: list[Evidence] = field(default_factory=list)
     facts: dict[str, str] = field(default_factory=dict)
+    last_line: int = 0
+    count: int = 0
+    phase_why: str | None = None
+    level: str | None = None
+    attempt: int = 0
+    last_text: str = ""
 
 
 @dataclass
@@ -38,6 +59,17 @@ class FileScan:
     phase_reached: Phase | None
     restarts: int
     tail: list[LogLine]
+    last_milestone: tuple[str, Evidence] | None = None
+    started_at: Evidence | None = None
+    events: dict[str, Evidence] = field(default_factory=dict)
+    requests: Requests = field(default_factory=Requests)
+    facts: list[Fact] = field(default_factory=list)
+
+    @property
+    def stop(self) -> Evidence | None:
+        """The first line of the stop: a stop signal or the start of a shutdown."""
+        found = [e for kind, e in self.events.items() if kind in ("stop_signal", "shutdown")]
+        return min(found, key=lambda e: e.line) if found else None
 
 
 class _PhaseTracker:
@@ -48,14 +80,16 @@ class _PhaseTracker:
         self.rank = -1
         self.first_seen: dict[str, int] = {}
         self.restarts = 0
+        self.last: tuple[str, Evidence] | None = None
+        self.started_at: Evidence | None = None
 
     @property
     def phase(self) -> Phase | None:
         return self._milestones[self.rank].milestone.phase if self.rank >= 0 else None
 
-    def see(self, milestone: CompiledMilestone, line: int) -> bool:
+    def see(self, milestone: CompiledMilestone, line: LogLine, name: str) -> bool:
         """Record a milestone; True when it starts a new attempt (the process restarted)."""
-        self.first_seen.setdefault(milestone.milestone.id, line)
+        self.first_seen.setdefault(milestone.milestone.id, line.number)
         restarted = milestone.milestone.phase == "before_weights" and self.phase not in (
             None,
             "before_weights",
@@ -63,56 +97,163 @@ class _PhaseTracker:
         if restarted:
             self.restarts += 1
             self.rank = milestone.rank
+            self.started_at = None
         else:
             self.rank = max(self.rank, milestone.rank)
+        evidence = Evidence(file=name, line=line.number, text=line.display)
+        self.last = (milestone.milestone.id, evidence)
+        if milestone.milestone.phase == "after_start" and self.started_at is None:
+            self.started_at = evidence
         return restarted
 
 
-def scan_log(stream: BinaryIO, name: str, kb: KnowledgeBase) -> FileScan:
-    """Stream one log once and collect signature hits (with evidence) and milestones."""
-    rules = [CompiledSignature.of(s) for s in kb.signatures]
-    milestones = [CompiledMilestone.of(m, rank) for rank, m in enumerate(kb.phases.milestones)]
-    groups = {f"sig:{r.signature.id}": r.signature.patterns for r in rules}
-    groups |= {f"ms:{m.milestone.id}": m.milestone.patterns for m in milestones}
-    prefilter = Prefilter(groups)
-    scanner = LogScanner(stream, prefilter)
-    tracker = _PhaseTracker(milestones)
-    hits: dict[str, Hit] = {}
-    quiet_matches: dict[str, int] = {}
+class _Scan:
+    """The state of one pass over one file."""
 
-    for number, raw in scanner.candidates():
-        line = normalize(raw, number)
-        for milestone in milestones:
-            if milestone.seen_in(line):
-                if tracker.see(milestone, number):
-                    prefilter.activate(f"ms:{m.milestone.id}" for m in milestones)
-                elif milestone.milestone.phase != "before_weights":
-                    prefilter.deactivate(f"ms:{milestone.milestone.id}")
-        for rule in rules:
-            sig = rule.signature
-            if not rule.regex.search(line.message):
-                continue
-            if not rule.counts_at(line):
-                quiet_matches[sig.id] = quiet_matches.get(sig.id, 0) + 1
-                if quiet_matches[sig.id] >= MAX_QUIET_MATCHES:
-                    prefilter.deactivate(f"sig:{sig.id}")
-                continue
-            hit = hits.get(sig.id)
-            if hit is None:
-                hit = hits[sig.id] = Hit(rule, name, number, tracker.phase)
-            hit.evidence.append(Evidence(file=name, line=number, text=line.display))
+    def __init__(self, name: str, compiled: CompiledKnowledge):
+        self.name = name
+        self.compiled = compiled
+        self.prefilter = Prefilter(compiled.groups)
+        self.tracker = _PhaseTracker(compiled.milestones)
+        self.hits: dict[str, Hit] = {}
+        self.quiet: dict[str, int] = {}
+        self.pending: list[Hit] = []
+        self.events: dict[str, Evidence] = {}
+        self.requests = Requests()
+        self.request_lines = 0
+        self.facts: list[Fact] = []
+
+    def evidence(self, line: LogLine) -> Evidence:
+        return Evidence(file=self.name, line=line.number, text=line.display)
+
+    def line(self, line: LogLine) -> None:
+        signatures: list[CompiledSignature] = []
+        for kind, index in self.compiled.matches(encoded(line)):
+            if kind == "ms":
+                self._milestone(self.compiled.milestones[index], line)
+            elif kind == "life":
+                self._lifecycle(index, line)
+            elif kind == "req":
+                self._request(index, line)
+            elif kind == "fact":
+                self._fact(index, line)
+            else:
+                rule = self.compiled.rules[index]
+                if rule.counts_at(line):
+                    signatures.append(rule)
+                else:
+                    self._quiet(rule)
+        strong = [rule for rule in signatures if not rule.weak]
+        requests = [rule for rule in strong if rule.signature.tier == "request"]
+        if len(requests) > 1:
+            # one refused request, one finding: the most specific rule says what it was
+            best = max(requests, key=lambda rule: rule.signature.confidence)
+            strong = [rule for rule in strong if rule.signature.tier != "request" or rule is best]
+        for rule in strong or signatures:
+            self._hit(rule, line)
+
+    def _milestone(self, milestone: CompiledMilestone, line: LogLine) -> None:
+        if self.tracker.see(milestone, line, self.name):
+            self.prefilter.activate(f"ms:{m.milestone.id}" for m in self.compiled.milestones)
+            self.pending.clear()
+        elif milestone.milestone.phase != "before_weights":
+            self.prefilter.deactivate(f"ms:{milestone.milestone.id}")
+        if milestone.milestone.phase == "after_start":
+            for hit in self.pending:
+                if line.number - hit.first_line <= CONTEXT_AFTER_LINES:
+                    hit.phase_seen = "after_start"
+                    hit.phase_why = (
+                        f"right after it, line {line.number} shows the server running "
+                        f"(milestone {milestone.milestone.id})"
+                    )
+            self.pending.clear()
+
+    def _lifecycle(self, index: int, line: LogLine) -> None:
+        event = self.compiled.lifecycle[index]
+        self.events.setdefault(event.kind, self.evidence(line))
+        self.prefilter.deactivate(f"life:{event.id}")
+
+    def _request(self, index: int, line: LogLine) -> None:
+        access = self.compiled.requests[index]
+        status = access.reader.value(line)
+        if status is None:
+            return
+        requests = self.requests
+        requests.by_status[status] = requests.by_status.get(status, 0) + 1
+        if status >= "500":
+            requests.server_errors += 1
+        elif status >= "400":
+            requests.client_errors += 1
+        elif access.is_probe(line):
+            requests.probes += 1
+        else:
+            requests.ok += 1
+        if status >= "400" and requests.first_error is None:
+            requests.first_error = self.evidence(line)
+        self.request_lines += 1
+        if self.request_lines >= MAX_REQUEST_LINES:
+            requests.capped = True
+            for rule in self.compiled.requests:
+                self.prefilter.deactivate(f"req:{rule.rule.id}")
+
+    def _fact(self, index: int, line: LogLine) -> None:
+        rule = self.compiled.facts[index]
+        value = decode_fact(rule.rule.decode, rule.reader.value(line))
+        if value is not None:
+            self.facts.append(
+                Fact(key=rule.rule.key, value=value, source="log", evidence=self.evidence(line))
+            )
+            self.prefilter.deactivate(f"fact:{rule.rule.id}")
+
+    def _quiet(self, rule: CompiledSignature) -> None:
+        sig = rule.signature
+        self.quiet[sig.id] = self.quiet.get(sig.id, 0) + 1
+        if self.quiet[sig.id] >= MAX_QUIET_MATCHES:
+            self.prefilter.deactivate(f"sig:{sig.id}")
+
+    def _hit(self, rule: CompiledSignature, line: LogLine) -> None:
+        sig = rule.signature
+        hit = self.hits.get(sig.id)
+        if hit is None:
+            hit = self.hits[sig.id] = Hit(rule, self.name, line.number, self.tracker.phase)
+            hit.level, hit.attempt = line.level, self.tracker.restarts
+            if hit.phase_seen != "after_start" and sig.tier in ("root", "symptom"):
+                self.pending.append(hit)
+        hit.last_line, hit.last_text = line.number, line.display
+        hit.count += 1
+        if len(hit.evidence) < MAX_EVIDENCE_PER_RULE:
+            hit.evidence.append(self.evidence(line))
             for key, value in rule.extract(line).items():
                 hit.facts.setdefault(key, value)
-            if len(hit.evidence) >= MAX_EVIDENCE_PER_RULE:
-                prefilter.deactivate(f"sig:{sig.id}")
+        counted = sig.tier in ("stall", "request")
+        limit = MAX_COUNTED_PER_RULE if counted else MAX_EVIDENCE_PER_RULE
+        if hit.count >= limit:
+            self.prefilter.deactivate(f"sig:{sig.id}")
 
-    tail = [normalize(raw, number) for number, raw in scanner.tail]
-    return FileScan(
-        name=name,
-        lines_read=scanner.lines_read,
-        hits=hits,
-        milestones=tracker.first_seen,
-        phase_reached=tracker.phase,
-        restarts=tracker.restarts,
-        tail=[line for line in tail if line.message],
-    )
+    def result(self, scanner: LogScanner) -> FileScan:
+        tail = [normalize(raw, number) for number, raw in scanner.tail]
+        tracker = self.tracker
+        return FileScan(
+            name=self.name,
+            lines_read=scanner.lines_read,
+            hits=self.hits,
+            milestones=tracker.first_seen,
+            phase_reached=tracker.phase,
+            restarts=tracker.restarts,
+            tail=[line for line in tail if line.message],
+            last_milestone=tracker.last,
+            started_at=tracker.started_at,
+            events=self.events,
+            requests=self.requests,
+            facts=self.facts,
+        )
+
+
+def scan_log(stream: BinaryIO, name: str, kb: KnowledgeBase) -> FileScan:
+    """Stream one log once and collect signature hits (with evidence), milestones, the stop,
+    the access-log requests and the facts the log states."""
+    state = _Scan(name, compiled_knowledge(kb))
+    scanner = LogScanner(stream, state.prefilter)
+    for number, raw in scanner.candidates():
+        state.line(normalize(raw, number))
+    return state.result(scanner)

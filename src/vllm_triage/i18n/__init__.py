@@ -18,8 +18,26 @@ from vllm_triage.errors import InputError
 
 Language = Literal["en", "ko", "ja"]
 LANGUAGES: tuple[Language, ...] = get_args(Language)
-DOMAIN = "vllm_triage"
 LOCALE_DIR = Path(__file__).parent / "locale"
+KNOWLEDGE_DOMAIN = "knowledge"
+SIGNATURES_DOMAIN = "signatures"
+# The knowledge base's sections whose texts form the signatures catalog (the diagnosis' advice);
+# every other section's texts are in the knowledge catalog.
+SIGNATURE_SECTIONS = ("signatures", "fact_checks")
+DOMAINS: dict[str, str] = {
+    "vllm_triage": "",
+    "plan": "plan",
+    "baseline": "baseline",
+    "record": "record",
+    "report": "report",
+    KNOWLEDGE_DOMAIN: "knowledge/data",
+    SIGNATURES_DOMAIN: "knowledge/data/signatures",
+}
+"""One catalog per part of the tool with texts of its own (domain -> its folder in the package), so
+that parts are translated and merged independently: the core domain ("") holds the code outside
+the other folders; `signatures` the diagnosis' texts in the knowledge data (signatures and fact
+checks), `knowledge` the rest of the data's texts for people (fields typed `Text` in the schema).
+scripts/i18n.py (`make i18n`) builds them; a domain whose folder does not exist yet is empty."""
 # Where the default language comes from, first set wins: the tool's own variable, then POSIX.
 _LANGUAGE_VARIABLES = ("VLLM_TRIAGE_LANG", "LC_ALL", "LC_MESSAGES", "LANG")
 
@@ -66,5 +84,9 @@ def catalog(language: Language = "en") -> Catalog:
     """The catalog of a language (English needs none: the message ids are English)."""
     if language == "en":
         return Catalog(language, gettext.NullTranslations())
-    translations = gettext.translation(DOMAIN, LOCALE_DIR, languages=[language], fallback=True)
+    translations = gettext.NullTranslations()
+    for domain in reversed(DOMAINS):  # the first domain asked first, the others its fallbacks
+        found = gettext.translation(domain, LOCALE_DIR, languages=[language], fallback=True)
+        found.add_fallback(translations)
+        translations = found
     return Catalog(language, translations)

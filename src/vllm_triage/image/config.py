@@ -116,7 +116,9 @@ def image_cuda_from_reference(kb: KnowledgeBase, reference: str) -> ImageCuda:
         release = tuple(int(part) for part in match.groups())
         for row in images.default_cuda_by_release:
             if release >= row.since_tuple:
-                return ImageCuda(row.cuda, None, f"default CUDA of vLLM releases since {row.since}")
+                certainty = "" if row.certainty == "primary" else f" ({row.certainty} source)"
+                how = f"default CUDA of vLLM releases since {row.since}{certainty}"
+                return ImageCuda(row.cuda, None, how)
     raise ImageError(
         f"image {reference!r}: cannot tell its CUDA from the tag; pass --image-config or --cuda"
     )

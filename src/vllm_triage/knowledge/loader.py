@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from vllm_triage.errors import InputError, KnowledgeError
@@ -20,10 +18,18 @@ from vllm_triage.knowledge.schema import (
     FactCheck,
     ForwardCompat,
     Gpu,
+    GpuLimit,
     ImageMap,
     MetricAliases,
     Phases,
+    PrefixFix,
+    PrefixShape,
+    PrefixShapes,
     Recipe,
+    RecipeFlag,
+    RecipeProfile,
+    RecordPolicy,
+    Recovery,
     Redaction,
     RedactionRule,
     Signature,
@@ -53,7 +59,12 @@ class KnowledgeBase:
     vllm_args: VllmArgs
     vllm_metrics: MetricAliases
     fact_checks: list[FactCheck]
+    prefix: PrefixShapes
+    gpu_limits: list[GpuLimit]
+    recovery: Recovery
+    record: RecordPolicy
     files: list[str] = field(default_factory=list)
+    signature_files: dict[str, str] = field(default_factory=dict)  # id -> file, data_dir-relative
 
     def recipe(self, name: str) -> Recipe:
         """The recipe of that id; InputError (one line, the known ids) for any other name."""
@@ -78,9 +89,35 @@ class KnowledgeBase:
     def signature(self, rule_id: str) -> Signature | None:
         return next((s for s in self.signatures if rule_id in (s.id, s.name)), None)
 
+    def file(self, relative: str) -> str:
+        """A knowledge file as messages name it (as the loader's errors do: data/gpus.csv)."""
+        return f"{self.data_dir.name}/{relative}"
+
+    def signature_file(self, signature: Signature) -> str:
+        return self.file(self.signature_files.get(signature.id, "signatures"))
+
+    def recipe_profile(self, recipe: Recipe, name: str | None = None) -> RecipeProfile:
+        """The recipe's profile of that id (InputError, one line, for another), its default when
+        no name is given."""
+        wanted = name or recipe.default_profile
+        found = next((p for p in recipe.profiles if p.id == wanted), None)
+        if found is None:
+            known = ", ".join(p.id for p in recipe.profiles)
+            raise InputError(f"recipe {recipe.id} has no profile {wanted!r} (known: {known})")
+        return found
+
+    def recipe_flags(self, recipe: Recipe, profile: str | None = None) -> list[RecipeFlag]:
+        """The flags a launch under that profile (the default when None) is expected to give."""
+        return [*recipe.required_flags, *self.recipe_profile(recipe, profile).flags]
+
     def gpu(self, product_name: str) -> Gpu | None:
-        """The GPU row whose nvidia-smi name pattern matches product_name."""
+        """The GPU row whose name pattern matches product_name, as nvidia-smi, torch or GPU
+        Feature Discovery (nvidia.com/gpu.product, with -SHARED or -MIG-<profile>) write it."""
         return next((g for g in self.gpus if g.matches(product_name)), None)
+
+    def gpu_limits_for(self, gpu: Gpu) -> list[GpuLimit]:
+        """The limits no driver change lifts that apply to this GPU (data/gpu_limits.yaml)."""
+        return [limit for limit in self.gpu_limits if limit.applies_to(gpu)]
 
     def family(self, major: int) -> CudaFamily | None:
         return next((f for f in self.families if f.major == major), None)
@@ -113,6 +150,8 @@ def _validate(model: type[ModelT], data: Any, where: str) -> ModelT:
 
 
 def _read_csv(path: Path, model: type[ModelT], root: Path) -> list[ModelT]:
+    import csv  # here: a knowledge base from the cache reads no table
+
     name = _relative(path, root)
     try:
         with path.open(newline="", encoding="utf-8") as handle:
@@ -131,6 +170,8 @@ def _read_csv(path: Path, model: type[ModelT], root: Path) -> list[ModelT]:
 
 
 def _read_yaml(path: Path, root: Path) -> Any:
+    import yaml  # here: a knowledge base from the cache needs no YAML
+
     name = _relative(path, root)
     try:
         with path.open(encoding="utf-8") as handle:
@@ -148,8 +189,10 @@ def _yaml_model(path: Path, model: type[ModelT], root: Path) -> ModelT:
     return _validate(model, _read_yaml(path, root), _relative(path, root))
 
 
-def _signatures(folder: Path, root: Path) -> list[Signature]:
+def _signatures(folder: Path, root: Path) -> tuple[list[Signature], dict[str, str]]:
+    """The signatures sorted by id, and the file of each (relative to the knowledge folder)."""
     found: list[Signature] = []
+    files: dict[str, str] = {}
     for path in sorted(folder.glob("*.yaml")):
         name = _relative(path, root)
         document = _read_yaml(path, root)
@@ -159,14 +202,16 @@ def _signatures(folder: Path, root: Path) -> list[Signature]:
             if not isinstance(rule, dict):
                 raise KnowledgeError(f"{name} rule {index}: expected a mapping")
             where = f"{name} rule {index} ({rule.get('id', '?')})"
-            found.append(_validate(Signature, {"as_of": document.get("as_of"), **rule}, where))
+            signature = _validate(Signature, {"as_of": document.get("as_of"), **rule}, where)
+            found.append(signature)
+            files.setdefault(signature.id, path.relative_to(root).as_posix())
     seen: dict[str, str] = {}
     for signature in found:
         for key in (signature.id, signature.name):
             if key in seen:
                 raise KnowledgeError(f"signature {key} is defined twice")
             seen[key] = signature.id
-    return sorted(found, key=lambda signature: signature.id)
+    return sorted(found, key=lambda signature: signature.id), files
 
 
 def _recipes(folder: Path, root: Path) -> dict[str, Recipe]:
@@ -232,19 +277,62 @@ def _redaction(path: Path, root: Path) -> Redaction:
     )
 
 
-def load_knowledge(data_dir: Path | None = None) -> KnowledgeBase:
-    """Load and validate every knowledge file under data_dir (the packaged data by default)."""
-    return _load_packaged() if data_dir is None else _load(data_dir)
+def _prefix_shapes(path: Path, root: Path) -> PrefixShapes:
+    name = _relative(path, root)
+    document = _read_yaml(path, root)
+    if not isinstance(document, dict):
+        raise KnowledgeError(f"{name}: expected a mapping with 'shapes' and 'fixes'")
+    extra = set(document) - {"as_of", "source", "shapes", "fixes"}
+    if extra:
+        raise KnowledgeError(f"{name}: unknown key(s) {', '.join(sorted(extra))}")
+    shapes = _rows(document, "shapes", PrefixShape, name, "shape")
+    fixes = _rows(document, "fixes", PrefixFix, name, "fix")
+    return _validate(
+        PrefixShapes,
+        {
+            "as_of": document.get("as_of"),
+            "source": document.get("source"),
+            "shapes": shapes,
+            "fixes": fixes,
+        },
+        name,
+    )
+
+
+def _gpu_limits(path: Path, root: Path) -> list[GpuLimit]:
+    name = _relative(path, root)
+    document = _read_yaml(path, root)
+    if not isinstance(document, dict) or set(document) - {"as_of", "limits"}:
+        raise KnowledgeError(f"{name}: expected a mapping with 'as_of' and a 'limits' list")
+    limits = _rows(document, "limits", GpuLimit, name, "limit")
+    ids = [limit.id for limit in limits]
+    if len(set(ids)) != len(ids):
+        raise KnowledgeError(f"{name}: a limit id is defined twice")
+    return limits
+
+
+def load_knowledge(data_dir: Path | None = None, *, cached: bool = True) -> KnowledgeBase:
+    """The knowledge base under data_dir (the packaged data by default), validated.
+
+    The packaged data comes from the cache of the last validation when nothing it was made from
+    has changed (vllm_triage.knowledge.cache), so a command starts without validating it again;
+    `cached=False` (`knowledge check`, the tests) and any other folder validate every file."""
+    if data_dir is not None:
+        return _load(data_dir)
+    return _load_packaged() if cached else _load(DATA_DIR)
 
 
 @cache
 def _load_packaged() -> KnowledgeBase:
-    return _load(DATA_DIR)
+    from vllm_triage.knowledge.cache import load_cached
+
+    return load_cached(DATA_DIR, _load, KnowledgeBase)
 
 
 def _load(root: Path) -> KnowledgeBase:
     if not root.is_dir():
         raise KnowledgeError(f"{root}: knowledge folder not found")
+    signatures, signature_files = _signatures(root / "signatures", root)
     base = KnowledgeBase(
         data_dir=root,
         toolkits=_read_csv(root / "cuda_toolkits.csv", CudaToolkit, root),
@@ -255,12 +343,17 @@ def _load(root: Path) -> KnowledgeBase:
         images=_yaml_model(root / "vllm_images.yaml", ImageMap, root),
         phases=_yaml_model(root / "phases.yaml", Phases, root),
         recipes=_recipes(root / "recipes", root),
-        signatures=_signatures(root / "signatures", root),
+        signatures=signatures,
         redaction=_redaction(root / "redaction.yaml", root),
         vllm_args=_yaml_model(root / "vllm_args.yaml", VllmArgs, root),
         vllm_metrics=_yaml_model(root / "vllm_metrics.yaml", MetricAliases, root),
         fact_checks=_fact_checks(root / "fact_checks.yaml", root),
+        prefix=_prefix_shapes(root / "prefix_shapes.yaml", root),
+        gpu_limits=_gpu_limits(root / "gpu_limits.yaml", root),
+        recovery=_yaml_model(root / "recovery.yaml", Recovery, root),
+        record=_yaml_model(root / "record.yaml", RecordPolicy, root),
         files=sorted(_relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}),
+        signature_files=signature_files,
     )
     base.toolkits.sort(key=lambda row: row.cuda_version)
     return base

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 from vllm_triage.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from vllm_triage.prefix.check import prefix_check
+    from vllm_triage.prefix.check import PrefixCheckOptions, prefix_check
 
-__all__ = ["prefix_check"]
-__getattr__ = lazy_exports(__name__, {"prefix_check": "vllm_triage.prefix.check"})
+__all__ = ["PrefixCheckOptions", "prefix_check"]
+__getattr__ = lazy_exports(__name__, {name: "vllm_triage.prefix.check" for name in __all__})

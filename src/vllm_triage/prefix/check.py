@@ -9,7 +9,7 @@ Each request is rendered the way a chat template orders it (system prompt, tool 
 JSON in the given order, then the messages, images as placeholders in their place), or with the
 model's own template and tokenizer when one is given. Each request is compared with the one before
 it and with the first one; the first point of divergence of each pair is classified by what lies
-there (volatile-value shapes are data: SHAPES), and each class comes with its fix (FIXES).
+there (the volatile-value shapes and the fix of each class are knowledge data, prefix_shapes.yaml).
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from vllm_triage.errors import InputError
-from vllm_triage.inputs import open_input, read_errors
+from vllm_triage.inputs import Fingerprint, open_input, read_errors
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.knowledge.schema import PrefixShape, PrefixShapes, ShapeKind
 from vllm_triage.launch import LaunchArgs, parse_launch_command
+from vllm_triage.models import InputFile
 from vllm_triage.prefix.models import (
     EXPECTED_CLASSES,
     ClassCount,
@@ -59,141 +61,15 @@ _SAMPLE_CAP = f"{MAX_SAMPLE_WEIGHT >> 20} MiB of parsed requests"
 _SKIP_CHUNK = 1024**2
 _SKIPPED_SHOWN = 5
 PREFIX_CACHING_FLAG = "--enable-prefix-caching"
+PREFIX_CACHING_OFF_FLAG = "--no-enable-prefix-caching"
 
 # ---------------------------------------------------------------------------------------------
-# Volatile-value shapes: what, found at a divergence point, explains it. First match wins.
-
-ShapeKind = Literal["timestamp", "random_id"]
-
-_MONTH = (
-    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
-    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
-)
-_WEEKDAY = r"(?:Mon|Tue(?:s)?|Wed(?:nes)?|Thu(?:rs)?|Fri|Sat(?:ur)?|Sun)(?:day)?"
-_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
-
-
-@dataclass(frozen=True)
-class Shape:
-    """A named regular expression for a value that changes from request to request."""
-
-    name: str
-    kind: ShapeKind
-    pattern: re.Pattern[str]
-    examples: tuple[str, ...]
-    counter_examples: tuple[str, ...] = ()
-
-
-def _shape(
-    name: str, kind: ShapeKind, pattern: str, examples: Iterable[str], counter: Iterable[str] = ()
-) -> Shape:
-    return Shape(name, kind, re.compile(pattern), tuple(examples), tuple(counter))
-
-
-SHAPES: tuple[Shape, ...] = (
-    _shape(
-        "uuid",
-        "random_id",
-        r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
-        ["session 4f1c2a9e-8b7d-4e3f-9a21-0c5d6e7f8a9b started"],
-        ["version 1.2.3-4"],
-    ),
-    _shape(
-        "iso_datetime",
-        "timestamp",
-        r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2}|\s?UTC)?",
-        ["Current time: 2026-11-30T09:14:03Z", "at 2026-11-30 09:14 UTC"],
-        ["build 2026-11"],
-    ),
-    _shape(
-        "date",
-        "timestamp",
-        rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b"
-        rf"|\b(?:{_WEEKDAY},?\s+)?{_MONTH}\.?\s+{_DAY},?\s+\d{{4}}\b"
-        rf"|\b(?:{_WEEKDAY},?\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}\.?,?\s+\d{{4}}\b",
-        ["Today's date: 2026-11-30.", "on 11/30/2026", "Monday, November 30, 2026", "30 Nov 2026"],
-        ["rate 3/4", "about 2026 users"],
-    ),
-    _shape(
-        "today_is",
-        "timestamp",
-        rf"(?i)\b(?:today is|today's date is|the date is|it is now|current date(?: is)?:?)\s+"
-        rf"(?:{_WEEKDAY}\b,?\s*)?(?:{_MONTH}\.?\s+{_DAY}|{_DAY}\s+(?:of\s+)?{_MONTH})?",
-        ["Today is Tuesday.", "today is March 5th"],
-        ["today we talk"],
-    ),
-    _shape(
-        "time",
-        "timestamp",
-        r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp][Mm]\b)?(?:\s?(?:UTC|GMT|Z)\b)?",
-        ["It is 09:14:03 now", "at 3:05 PM"],
-        ["ratio 3 to 4"],
-    ),
-    _shape(
-        "epoch",
-        "timestamp",
-        r"\b1[5-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
-        ["ts=1764494043", "sent_at: 1764494043123"],
-        ["count 15"],
-    ),
-    _shape(
-        "prefixed_id",
-        "random_id",
-        r"\b(?:chatcmpl|req|request|call|msg|run|sess|session|trace|span|conv|thread|toolu|resp"
-        r"|evt|job|task|usr|user|ws|org)[-_](?=[A-Za-z]*[0-9])[A-Za-z0-9]{6,}\b",
-        ["id chatcmpl-9xYzAbC123", "req_8f7a6b5c4d"],
-        ["request_handler"],
-    ),
-    _shape(
-        "labelled_id",
-        "random_id",
-        r"(?i)\b(?:request|session|trace|span|conversation|correlation|run|user|message|idempotency)"
-        r"[ _-]?(?:id|key)\b[\"']?\s*[:=#]?\s*[\"']?(?=[A-Za-z._:-]*[0-9])[A-Za-z0-9._:-]{4,}",
-        ["Request ID: 77812ab", 'session_id="kx81-22"'],
-        ["the user id field"],
-    ),
-    _shape(
-        "hex_id",
-        "random_id",
-        r"\b(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{12,}\b",
-        ["trace 4bf92f3577b34da6a3ce929d0e0e4736", "commit 9fceb02d0ae5"],
-        ["deadline 123", "facade"],
-    ),
-    _shape(
-        "random_token",
-        "random_id",
-        # Tried only where a run of token characters starts (not at every `\b` inside one, as
-        # in "a-a-a-..."), so the look-aheads scan each run once: linear time, not quadratic.
-        r"(?<![A-Za-z0-9_-])(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])"
-        r"[A-Za-z0-9_-]{16,}(?![A-Za-z0-9_-])",
-        ["nonce V1StGXR8_Z5jdHi6B-myT"],
-        ["handle_request_quickly"],
-    ),
-)
+# Volatile-value shapes (knowledge data: prefix_shapes.yaml, with the fix of each class): what,
+# found at a divergence point, explains it. First match wins.
 
 SHAPE_WINDOW = 80  # characters searched on each side of a divergence for a shape
 CONTINUATION = 32  # identical characters after the volatile value that make it a cache problem
-_MASKS = {"timestamp": "<timestamp>", "random_id": "<id>"}
-
-FIXES: dict[DivergenceClass, str] = {
-    "timestamp": "Keep the system prompt, tools and earlier turns byte-identical: move the date "
-    "or time to the end of the last user message (or round it to the day if the model must see "
-    "it up front).",
-    "random_id": "Keep request, session and trace ids out of the prompt (send them as HTTP "
-    "headers or request metadata), or put them after the shared prefix, in the last message.",
-    "tools_reordered": "Send the tools in a deterministic order (sorted by name, or one fixed "
-    "registry order); do not build the list from a set or an unordered map.",
-    "tools_changed": "Keep one tool list per agent and serialise it deterministically (same "
-    "schemas, same key order); put the stable tools first and tools that come and go last.",
-    "system_prompt_changed": "Keep one system prompt byte-identical across requests; move "
-    "per-user or per-request parts (names, settings, retrieved documents) after the shared part, "
-    "into the last user message.",
-    "history_changed": "Resend earlier turns exactly as they were sent (same text, tool-call "
-    "arguments and ids, reasoning handling); truncate or summarise history rarely and at fixed "
-    "points, since everything after an edited turn is a miss.",
-    "image_order_changed": "Keep images in the same order and position across requests; attach "
-    "new images in the newest message.",
-}
+MASKS: dict[ShapeKind, str] = {"timestamp": "<timestamp>", "random_id": "<id>"}
 _FIXABLE: frozenset[DivergenceClass] = frozenset({"timestamp", "random_id", "tools_reordered"})
 
 # ---------------------------------------------------------------------------------------------
@@ -215,6 +91,7 @@ class RequestSample:
     source: str
     skipped: list[str] = field(default_factory=list)  # lines passed over, and why
     unread: str | None = None  # why reading stopped before the end of the input
+    made_from: list[InputFile] = field(default_factory=list)  # the file, hashed as it was read
 
 
 def _chat_body(value: Any, where: str) -> Mapping[str, Any]:
@@ -336,7 +213,10 @@ def _read_lines(stream: IO[bytes], source: str, limit: int) -> RequestSample:
 def load_requests(path: str | Path, limit: int = MAX_REQUESTS) -> RequestSample:
     """Read a JSONL file of chat request bodies ("-" for stdin); the first `limit` are parsed."""
     with open_input(path, "a JSONL file of requests") as (stream, name), read_errors(name):
-        return _read_lines(stream, name, limit)
+        reader = Fingerprint(stream)
+        sample = _read_lines(reader, name, limit)
+    made_from = InputFile(name=name, sha256=reader.sha256, size=reader.size)
+    return replace(sample, made_from=[made_from])
 
 
 def _sample(requests: str | Path | Sequence[Mapping[str, Any]], limit: int) -> RequestSample:
@@ -690,12 +570,12 @@ def _where(rendered: Rendered, span: Span | None, offset: int) -> str:
     return f"messages[{span.index}] ({span.label})"
 
 
-def _shape_at(text: str, offset: int) -> tuple[Shape, int] | None:
+def _shape_at(text: str, offset: int, known: PrefixShapes) -> tuple[PrefixShape, int] | None:
     """The first shape whose match covers the offset, and where that match ends."""
     start = max(0, offset - SHAPE_WINDOW)
     window = text[start : offset + SHAPE_WINDOW]
-    for shape in SHAPES:
-        for match in shape.pattern.finditer(window):
+    for shape in known.shapes:
+        for match in shape.regex.finditer(window):
             if match.start() + start <= offset < match.end() + start:
                 return shape, match.end() + start
             if match.start() + start > offset:
@@ -703,9 +583,9 @@ def _shape_at(text: str, offset: int) -> tuple[Shape, int] | None:
     return None
 
 
-def _volatile(a: str, b: str, offset: int) -> tuple[Shape, int] | None:
+def _volatile(a: str, b: str, offset: int, known: PrefixShapes) -> tuple[PrefixShape, int] | None:
     """The shape at the divergence, and how many identical characters follow it on both sides."""
-    found_a, found_b = _shape_at(a, offset), _shape_at(b, offset)
+    found_a, found_b = _shape_at(a, offset, known), _shape_at(b, offset, known)
     shape = found_a[0] if found_a else found_b[0] if found_b else None
     if shape is None:
         return None
@@ -744,7 +624,7 @@ def _tools_verdict(a: Mapping[str, Any], b: Mapping[str, Any], where: str) -> _V
     return _Verdict("tools_changed", where, "; ".join(parts))
 
 
-def _shape_verdict(shape: Shape, where: str) -> _Verdict:
+def _shape_verdict(shape: PrefixShape, where: str) -> _Verdict:
     label = "timestamp or date" if shape.kind == "timestamp" else "random id"
     return _Verdict(
         shape.kind,
@@ -754,7 +634,9 @@ def _shape_verdict(shape: Shape, where: str) -> _Verdict:
     )
 
 
-def classify(a: ChatRequest, b: ChatRequest, ra: Rendered, rb: Rendered, offset: int) -> _Verdict:
+def classify(
+    a: ChatRequest, b: ChatRequest, ra: Rendered, rb: Rendered, offset: int, known: PrefixShapes
+) -> _Verdict:
     """Why two rendered prompts first differ at `offset` (a character of the canonical text)."""
     if ra.text == rb.text:
         return _Verdict("identical", "whole prompt", "identical prompts: all of it is shared")
@@ -769,7 +651,7 @@ def classify(a: ChatRequest, b: ChatRequest, ra: Rendered, rb: Rendered, offset:
     span_a, span_b = _span_at(ra.spans, offset), _span_at(rb.spans, offset)
     sides = ((span_a, ra), (span_b, rb))
     where = _where(ra, span_a, offset)
-    volatile = _volatile(ra.text, rb.text, offset)
+    volatile = _volatile(ra.text, rb.text, offset, known)
     in_tools = next(((s, r) for s, r in sides if s is not None and s.kind == "tools"), None)
     if in_tools is not None:
         where = _where(in_tools[1], in_tools[0], offset)
@@ -847,15 +729,20 @@ def excerpt(text: str, offset: int) -> str:
 # Fixing what can be fixed, to estimate the share afterwards
 
 
-def _mask(text: str, kinds: frozenset[str], cache: dict[tuple[str, frozenset[str]], str]) -> str:
+def _mask(
+    text: str,
+    kinds: frozenset[str],
+    cache: dict[tuple[str, frozenset[str]], str],
+    known: PrefixShapes,
+) -> str:
     """The text with every volatile value of those kinds replaced by a fixed mask (memoised:
     the requests of a sample repeat the same system prompt and history)."""
     key = (text, kinds)
     if key not in cache:
         masked = text
-        for shape in SHAPES:
+        for shape in known.shapes:
             if shape.kind in kinds:
-                masked = shape.pattern.sub(_MASKS[shape.kind], masked)
+                masked = shape.regex.sub(MASKS[shape.kind], masked)
         cache[key] = masked
     return cache[key]
 
@@ -863,6 +750,7 @@ def _mask(text: str, kinds: frozenset[str], cache: dict[tuple[str, frozenset[str
 def neutralised(
     body: Mapping[str, Any],
     classes: Iterable[DivergenceClass],
+    known: PrefixShapes,
     cache: dict[tuple[str, frozenset[str]], str] | None = None,
 ) -> dict[str, Any]:
     """The request as it would be after the fixes for timestamps, ids and tool order."""
@@ -874,11 +762,11 @@ def neutralised(
     for message in messages[:-1] if kinds else ():  # the last message is where they belong
         content = message.get("content")
         if isinstance(content, str):
-            message["content"] = _mask(content, kinds, cache)
+            message["content"] = _mask(content, kinds, cache, known)
         elif isinstance(content, list):
             for part in content:
                 if isinstance(part.get("text"), str):
-                    part["text"] = _mask(part["text"], kinds, cache)
+                    part["text"] = _mask(part["text"], kinds, cache, known)
     if "tools_reordered" in wanted and result.get("tools"):
         result["tools"] = sorted(result["tools"], key=_tool_name)
     return result
@@ -906,14 +794,20 @@ def _flag_given(launch: LaunchArgs, flag: str, kb: KnowledgeBase) -> bool:
     return False
 
 
-def check_launch(launch: LaunchArgs, kb: KnowledgeBase | None = None) -> LaunchCheck:
-    """Does the launch command turn prefix caching on (explicitly, where the recipe needs it)?"""
+def check_launch(
+    launch: LaunchArgs, kb: KnowledgeBase | None = None, profile: str | None = None
+) -> LaunchCheck:
+    """Does the launch command turn prefix caching on (explicitly, where the recipe's profile
+    asks for it)? `profile` names the model recipe's serving profile (its default when None): the
+    flag is asked for only where that profile sets it, and a profile that turns prefix caching
+    off (the decode side of a prefill/decode split) makes a launch that does the same no problem."""
     kb = kb or load_knowledge()
     recipe = kb.recipe_for_model(launch.model)
-    required = next(
-        (f for f in (recipe.required_flags if recipe else []) if f.flag == PREFIX_CACHING_FLAG),
-        None,
-    )
+    chosen = kb.recipe_profile(recipe, profile) if recipe else None
+    flags = kb.recipe_flags(recipe, profile) if recipe else []
+    required = next((f for f in flags if f.flag == PREFIX_CACHING_FLAG), None)
+    turned_off = next((f for f in flags if f.flag == PREFIX_CACHING_OFF_FLAG), None)
+    where = f"the {recipe.id} recipe's {chosen.id} profile" if recipe and chosen else "the recipe"
     also = (
         [
             f
@@ -923,14 +817,36 @@ def check_launch(launch: LaunchArgs, kb: KnowledgeBase | None = None) -> LaunchC
         if required
         else []
     )
-    base = {"model": launch.model, "recipe": recipe.id if recipe else None}
+    base = {
+        "model": launch.model,
+        "recipe": recipe.id if recipe else None,
+        "profile": chosen.id if chosen else None,
+    }
     if launch.enable_prefix_caching is False:
+        if turned_off:
+            return LaunchCheck(
+                status="disabled",
+                problem=False,
+                summary=f"The launch command turns prefix caching off, as {where} does: "
+                f"{turned_off.why}",
+                **base,
+            )
+        summary = (
+            "The launch command turns prefix caching off (--no-enable-prefix-caching): "
+            "no request reuses another's prefix, whatever the requests look like (intended only "
+            "on the decode side of a prefill/decode split)."
+        )
+        if recipe and profile is None:
+            decode = [p.id for p in recipe.profiles if p.mode == "decode"]
+            if decode:
+                summary += (
+                    f" If this is that server, check it under the {recipe.id} recipe's "
+                    f"{', '.join(decode)} profile, which turns it off too."
+                )
         return LaunchCheck(
             status="disabled",
             problem=True,
-            summary="The launch command turns prefix caching off (--no-enable-prefix-caching): "
-            "no request reuses another's prefix, whatever the requests look like (intended only "
-            "on the decode side of a prefill/decode split).",
+            summary=summary,
             fix=f"Replace --no-enable-prefix-caching with {' '.join([PREFIX_CACHING_FLAG, *also])}.",
             **base,
         )
@@ -940,14 +856,30 @@ def check_launch(launch: LaunchArgs, kb: KnowledgeBase | None = None) -> LaunchC
         if also and required:
             summary += f" The {recipe.id if recipe else ''} recipe also advises {', '.join(also)}: {required.why}"
             fix = f"Add {' '.join(also)}."
+        if turned_off:
+            summary += (
+                f" {where[0].upper()}{where[1:]} turns it off ({PREFIX_CACHING_OFF_FLAG}): no "
+                "problem for prefix reuse, but the launch differs from the recipe."
+            )
         return LaunchCheck(status="enabled", problem=False, summary=summary, fix=fix, **base)
-    if required and recipe:
+    if required and recipe and chosen:
         return LaunchCheck(
             status="required_not_given",
             problem=True,
-            summary=f"{recipe.name} needs {PREFIX_CACHING_FLAG} given explicitly, and the launch "
-            f"command does not give it: {required.why}",
+            summary=f"{recipe.name} needs {PREFIX_CACHING_FLAG} given explicitly in its "
+            f"{chosen.id} profile ({chosen.name}), and the launch command does not give it: "
+            f"{required.why}",
             fix=f"Add {' '.join([PREFIX_CACHING_FLAG, *also])} to the launch command.",
+            **base,
+        )
+    if turned_off:
+        return LaunchCheck(
+            status="not_given",
+            problem=False,
+            summary=f"{PREFIX_CACHING_FLAG} is not given, and {where} turns prefix caching off "
+            f"explicitly: {turned_off.why} The default of the vLLM version applies meanwhile "
+            "(off for hybrid models).",
+            fix=f"Give {PREFIX_CACHING_OFF_FLAG} as the recipe does.",
             **base,
         )
     return LaunchCheck(
@@ -967,13 +899,17 @@ def check_launch(launch: LaunchArgs, kb: KnowledgeBase | None = None) -> LaunchC
 
 
 def _classify_pairs(
-    chosen: Sequence[ChatRequest], rendered: Sequence[Rendered], pairs: Sequence[tuple[int, int]]
+    chosen: Sequence[ChatRequest],
+    rendered: Sequence[Rendered],
+    pairs: Sequence[tuple[int, int]],
+    known: PrefixShapes,
 ) -> list[tuple[int, _Verdict]]:
     """The divergence offset (canonical characters) and its class, for each pair."""
     result = []
     for i, j in pairs:
         offset = common_prefix(rendered[i].text, rendered[j].text)
-        result.append((offset, classify(chosen[i], chosen[j], rendered[i], rendered[j], offset)))
+        verdict = classify(chosen[i], chosen[j], rendered[i], rendered[j], offset, known)
+        result.append((offset, verdict))
     return result
 
 
@@ -995,7 +931,7 @@ def _divergence(
     )
 
 
-def _class_counts(divergences: Sequence[Divergence]) -> list[ClassCount]:
+def _class_counts(divergences: Sequence[Divergence], known: PrefixShapes) -> list[ClassCount]:
     """Pairs per class, problems first, most frequent first."""
     counts = Counter(d.kind for d in divergences)
     first_of: dict[DivergenceClass, Divergence] = {}
@@ -1007,7 +943,7 @@ def _class_counts(divergences: Sequence[Divergence]) -> list[ClassCount]:
             pairs=count,
             expected=kind in EXPECTED_CLASSES,
             first_pair=f"lines {first_of[kind].a_line} and {first_of[kind].b_line}",
-            fix=FIXES.get(kind),
+            fix=known.fix(kind),
         )
         for kind, count in sorted(
             counts.items(), key=lambda item: (item[0] in EXPECTED_CLASSES, -item[1], item[0])
@@ -1015,24 +951,29 @@ def _class_counts(divergences: Sequence[Divergence]) -> list[ClassCount]:
     ]
 
 
-def prefix_check(
-    requests: str | Path | Sequence[Mapping[str, Any]],
-    launch: str | LaunchArgs | None = None,
-    tokenizer: str | Path | None = None,
-    *,
-    trust_remote_code: bool = False,
-    max_requests: int = MAX_REQUESTS,
-    kb: KnowledgeBase | None = None,
-) -> PrefixReport:
-    """Why a sample of chat requests would not share the prefix cache.
+@dataclass(frozen=True)
+class PrefixCheckOptions:
+    """What to compare: `requests`, a JSONL file of OpenAI chat request bodies ("-" for stdin),
+    or the bodies; `launch`, the launch command's text, or it parsed; `tokenizer`, a local
+    tokenizer folder, to measure in the model's own tokens (needs transformers), characters
+    otherwise; `max_requests`, how many of the requests are compared at most; `profile`, the
+    model recipe's serving profile the launch follows (its default when None)."""
 
-    `requests`: a JSONL file of OpenAI chat request bodies ("-" for stdin), or the bodies.
-    `launch`: the launch command's text, or it parsed. `tokenizer`: a local tokenizer folder, to
-    measure in the model's own tokens (needs transformers); characters otherwise.
-    """
-    if max_requests < 2:
+    requests: str | Path | Sequence[Mapping[str, Any]]
+    launch: str | LaunchArgs | None = None
+    tokenizer: str | Path | None = None
+    trust_remote_code: bool = False
+    max_requests: int = MAX_REQUESTS
+    profile: str | None = None
+
+
+def prefix_check(options: PrefixCheckOptions, *, kb: KnowledgeBase | None = None) -> PrefixReport:
+    """Why a sample of chat requests would not share the prefix cache; the report names the
+    requests file it read (made_from)."""
+    if options.max_requests < 2:
         raise InputError("max_requests must be at least 2")
-    sample = _sample(requests, max_requests)
+    launch, tokenizer = options.launch, options.tokenizer
+    sample = _sample(options.requests, options.max_requests)
     chosen = sample.requests
     if len(chosen) < 2:
         stopped = f" ({sample.unread})" if sample.unread else ""
@@ -1040,12 +981,13 @@ def prefix_check(
             f"{sample.source}: only one request{stopped}; prefix-check compares requests, give "
             "at least two"
         )
-    tokens = TokenRenderer(tokenizer, trust_remote_code) if tokenizer is not None else None
+    tokens = TokenRenderer(tokenizer, options.trust_remote_code) if tokenizer is not None else None
+    kb = kb or load_knowledge()
+    known = kb.prefix
     launch_check = None
     if launch is not None:
-        kb = kb or load_knowledge()
         parsed = launch if isinstance(launch, LaunchArgs) else parse_launch_command(launch, kb)
-        launch_check = check_launch(parsed, kb)
+        launch_check = check_launch(parsed, kb, options.profile)
 
     rendered = [render_canonical(r.body) for r in chosen]
     pairs = _pairs(len(chosen))
@@ -1055,10 +997,10 @@ def prefix_check(
             chosen[i], chosen[j], rendered[i], rendered[j], offset, verdict, shares.common[(i, j)]
         )
         for (i, j), (offset, verdict) in zip(
-            pairs, _classify_pairs(chosen, rendered, pairs), strict=True
+            pairs, _classify_pairs(chosen, rendered, pairs, known), strict=True
         )
     ]
-    classes = _class_counts(divergences)
+    classes = _class_counts(divergences, known)
 
     # The first divergence hides the ones after it: fix what can be fixed, compare again, repeat.
     fixing = {c.kind for c in classes if c.kind in _FIXABLE}
@@ -1069,14 +1011,15 @@ def prefix_check(
     for _ in range(len(_FIXABLE)):
         if not fixing:
             break
-        fixed = [ChatRequest(r.line, neutralised(r.body, fixing, masked)) for r in chosen]
+        fixed = [ChatRequest(r.line, neutralised(r.body, fixing, known, masked)) for r in chosen]
         fixed_rendered = [render_canonical(r.body) for r in fixed]
-        verdicts = _classify_pairs(fixed, fixed_rendered, pairs)
+        verdicts = _classify_pairs(fixed, fixed_rendered, pairs, known)
         counts = _class_counts(
             [
                 _divergence(fixed[i], fixed[j], fixed_rendered[i], fixed_rendered[j], at, v, at)
                 for (i, j), (at, v) in zip(pairs, verdicts, strict=True)
-            ]
+            ],
+            known,
         )
         after_fixes += [c for c in counts if not c.expected and c.kind not in seen]
         seen |= {c.kind for c in counts}
@@ -1118,7 +1061,7 @@ def prefix_check(
         after_fixes=after_fixes,
         launch=launch_check,
         notes=_notes(sample, unit, launch_check),
-    )
+    ).stamped(sample.made_from)
 
 
 def _notes(sample: RequestSample, unit: str, launch: LaunchCheck | None) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from vllm_triage.models import SCHEMA_VERSION, Artifact
+from vllm_triage.models import Artifact, CaseArtifact
 
 DivergenceClass = Literal[
     # problems: something that should be identical across requests is not
@@ -83,14 +83,16 @@ class LaunchCheck(Artifact):
     problem: bool
     model: str | None
     recipe: str | None = Field(default=None, description="the model recipe that matched, if any")
+    profile: str | None = Field(
+        default=None, description="the recipe's serving profile checked (its default if none named)"
+    )
     summary: str
     fix: str | None = None
 
 
-class PrefixReport(Artifact):
+class PrefixReport(CaseArtifact):
     """The answer of `prefix-check`."""
 
-    schema_version: int = SCHEMA_VERSION
     source: str
     unit: Unit
     tokenizer: str | None = None

@@ -20,7 +20,9 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
+
+from pydantic import BaseModel
 
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.knowledge.schema import RedactionRule
@@ -52,6 +54,8 @@ from vllm_triage.redact.rules import (
     prefilter,
 )
 from vllm_triage.safejson import JsonError, parse_json
+
+Model = TypeVar("Model", bound=BaseModel)
 
 MARKER = "[REDACTED:{rule}:{digest}]"
 OMITTED = "[OMITTED]"
@@ -247,6 +251,10 @@ class Redactor:
         (JSON inside a string is parsed and redacted as a document)."""
         with self._parsed():
             return self._json(document, None)
+
+    def model(self, artifact: Model) -> Model:
+        """An artifact with every string in it redacted, as json() does: what a case holds."""
+        return type(artifact).model_validate(self.json(artifact.model_dump(mode="json")))
 
     def report(self) -> dict[str, int]:
         """Replacements per rule id, and `omitted` for values dropped by the allow-list."""

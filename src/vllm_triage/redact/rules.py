@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 import re2
@@ -82,19 +83,54 @@ class OptionRule:
     context: re.Pattern[str] | None
 
 
+class Alternation:
+    """One alternation of rule parts and the group behind each group index, compiled with Python's
+    re on first use: the RE2 prefilter looks first, so a text with no candidate (most logs a
+    command reads at start-up) never pays the tens of milliseconds that compiling it costs."""
+
+    def __init__(self, builder: _Builder) -> None:
+        self.source = "|".join(builder.parts)
+        self._groups = dict(builder.groups)
+
+    @cached_property
+    def compiled(self) -> tuple[re.Pattern[str], tuple[Group | None, ...]]:
+        """The pattern, and the group of each group index (None for index 0)."""
+        pattern = re.compile(self.source, re.MULTILINE | re.ASCII)
+        if pattern.groups != len(self._groups):
+            raise ValueError("a redaction pattern defines a capturing group of its own")
+        groups: list[Group | None] = [None] * (pattern.groups + 1)
+        for name, index in pattern.groupindex.items():
+            groups[index] = self._groups[name]
+        return pattern, tuple(groups)
+
+
 @dataclass(frozen=True)
 class CompiledRules:
     """Everything the redactor matches with, compiled once per knowledge base."""
 
-    pattern: re.Pattern[str]
-    groups: tuple[Group | None, ...]
+    alternation: Alternation
     prefilter_source: str
     prefilter: Any  # RE2, shared: its matching is thread-safe and its DFA cache stays warm
-    shapes: re.Pattern[str]
-    shape_groups: tuple[Group | None, ...]
+    shape_alternation: Alternation
     names: tuple[tuple[str, re.Pattern[str]], ...]
     headers: tuple[tuple[RedactionRule, re.Pattern[str]], ...]
     options: tuple[OptionRule, ...]
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return self.alternation.compiled[0]
+
+    @property
+    def groups(self) -> tuple[Group | None, ...]:
+        return self.alternation.compiled[1]
+
+    @property
+    def shapes(self) -> re.Pattern[str]:
+        return self.shape_alternation.compiled[0]
+
+    @property
+    def shape_groups(self) -> tuple[Group | None, ...]:
+        return self.shape_alternation.compiled[1]
 
 
 def name_pattern(rule: RedactionRule) -> str:
@@ -221,36 +257,23 @@ class _Builder:
         prefix = f"(?:{rule.keep_prefix})?+" if rule.keep_prefix else ""
         self.parts.append(header + prefix + _NOT_MARKER_VALUE + self._values(rule, _TO_QUOTE))
 
-    def compile(self) -> tuple[re.Pattern[str], tuple[Group | None, ...]]:
-        """The alternation, and the group of each group index (None for index 0)."""
-        pattern = re.compile("|".join(self.parts), re.MULTILINE | re.ASCII)
-        if pattern.groups != len(self.groups):
-            raise ValueError("a redaction pattern defines a capturing group of its own")
-        groups: list[Group | None] = [None] * (pattern.groups + 1)
-        for name, index in pattern.groupindex.items():
-            groups[index] = self.groups[name]
-        return pattern, tuple(groups)
-
 
 def _compile(redaction: Redaction) -> CompiledRules:
     builder = _Builder()
     for rule in redaction.rules:
         builder.add(rule)
-    pattern, groups = builder.compile()
     shapes = _Builder()
     for rule in redaction.rules:
         if rule.kind == "value":
             shapes.add(rule)
-    # The parts of a match kept in clear are searched for shapes only (they have no context).
-    shape_pattern, shape_groups = shapes.compile()
-    source = "(?m)" + re2_superset(pattern.pattern)
+    alternation = Alternation(builder)
+    source = "(?m)" + re2_superset(alternation.source)
     return CompiledRules(
-        pattern=pattern,
-        groups=groups,
+        alternation=alternation,
         prefilter_source=source,
         prefilter=prefilter(source),
-        shapes=shape_pattern,
-        shape_groups=shape_groups,
+        # The parts of a match kept in clear are searched for shapes only (they have no context).
+        shape_alternation=Alternation(shapes),
         names=tuple(
             (rule.id, re.compile(name_pattern(rule), re.ASCII))
             for rule in redaction.rules

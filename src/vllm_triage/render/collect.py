@@ -32,8 +32,38 @@ def collect_renderable(result: CollectResult) -> RenderableType:
     footer.append(f"archive  {result.archive}\n", style="bold")
     footer.append(f"files    {len(result.manifest.files)}\n")
     footer.append(f"redacted {redacted}" + (f" ({counts})" if counts else "") + "\n")
-    footer.append(f"next     vllm-triage diagnose --bundle {result.archive}\n")
+    footer.append(f"next     vllm-triage diagnose --case {result.case}\n")
     return Group(table, Text(), footer)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def collect_markdown(result: CollectResult) -> str:
+    """The bundle and how each probe went, as markdown ready to paste into a ticket."""
+    from vllm_triage.render.markdown import render_markdown
+
+    manifest = result.manifest
+    probes = [
+        {
+            "name": probe.name,
+            "status": probe.status,
+            "duration_s": probe.duration_s,
+            "files": len(probe.files),
+            "detail": _one_line("; ".join(filter(None, [probe.reason, *probe.notes]))),
+        }
+        for probe in manifest.probes
+    ]
+    return render_markdown(
+        "collect.md.j2",
+        r=result,
+        m=manifest,
+        folder=result.folder.name,
+        probes=probes,
+        redacted=sum(manifest.redaction.values()),
+        counts=", ".join(f"{rule} {n}" for rule, n in sorted(manifest.redaction.items())),
+    )
 
 
 def allow_list_renderable() -> RenderableType:

@@ -27,7 +27,13 @@ def _cuda(kb: KnowledgeBase) -> RenderableType:
         "CUDA toolkit release -> minimum Linux driver",
         ["CUDA", "release", "min driver", "certainty", "source"],
         [
-            [str(r.cuda_version), r.release, str(r.min_linux_driver), r.certainty, r.source]
+            [
+                str(r.cuda_version),
+                r.release,
+                str(r.min_linux_driver or "not established"),
+                r.certainty,
+                r.source,
+            ]
             for r in kb.toolkits
         ],
     )
@@ -115,6 +121,13 @@ def _recipe(kb: KnowledgeBase, name: str) -> RenderableType:
         ["hardware", r.recommended_hardware],
         ["start-up", r.startup_note],
         *[[f"flag {f.flag}", f.why] for f in r.required_flags],
+        *[
+            [
+                f"profile {p.id}{' (default)' if p.id == r.default_profile else ''}",
+                f"{p.name}: {' '.join(f.flag for f in p.flags)}",
+            ]
+            for p in r.profiles
+        ],
         ["tool calls", f"{' '.join(r.tool_calls.flags)}: {r.tool_calls.note}"],
         ["context", f"{r.context.max_model_len}: {r.context.note}"],
         [

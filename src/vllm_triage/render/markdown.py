@@ -1,38 +1,66 @@
-"""Markdown reports, ready to paste into a ticket (jinja2 templates)."""
+"""Markdown reports, ready to paste into a ticket (jinja2 templates, loaded on first use: a
+command that prints text does not pay for jinja2)."""
 
 from __future__ import annotations
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from functools import cache
+from typing import TYPE_CHECKING
 
-from vllm_triage.models import CompatVerdict, Diagnosis
-from vllm_triage.prefix.models import PrefixReport
+if TYPE_CHECKING:  # each command imports only the artifact it renders
+    from jinja2 import Environment
 
-_ENV = Environment(
-    loader=PackageLoader("vllm_triage.render", "templates"),
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-)
+    from vllm_triage.i18n import Language
+    from vllm_triage.models import CompatVerdict, Diagnosis
+    from vllm_triage.prefix.models import PrefixReport
 
 
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("`", "'")
 
 
-_ENV.filters["cell"] = _cell
+@cache
+def _env() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("vllm_triage.render", "templates"),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["cell"] = _cell
+    return env
 
 
-def diagnosis_markdown(diagnosis: Diagnosis) -> str:
-    return _ENV.get_template("diagnosis.md.j2").render(d=diagnosis)
+def diagnosis_markdown(
+    diagnosis: Diagnosis, explain: bool = False, language: Language = "en"
+) -> str:
+    """The diagnosis for a ticket (and the case's diagnosis.md), in `language`."""
+    from vllm_triage.render.diagnosis import Words, localized
+
+    words = Words(language)
+    return (
+        _env()
+        .get_template("diagnosis.md.j2")
+        .render(d=localized(diagnosis, language), explain=explain, t=words.label)
+    )
 
 
 def compat_markdown(verdict: CompatVerdict) -> str:
-    return _ENV.get_template("compat.md.j2").render(v=verdict)
+    return _env().get_template("compat.md.j2").render(v=verdict)
 
 
 def prefix_markdown(report: PrefixReport, max_rows: int = 20) -> str:
     ordered = sorted(report.divergences, key=lambda d: d.expected)
-    return _ENV.get_template("prefix_check.md.j2").render(
-        r=report, divergences=ordered[:max_rows], hidden=max(0, len(ordered) - max_rows)
+    return (
+        _env()
+        .get_template("prefix_check.md.j2")
+        .render(r=report, divergences=ordered[:max_rows], hidden=max(0, len(ordered) - max_rows))
     )
+
+
+def render_markdown(template: str, **values: object) -> str:
+    """One of the templates (render/templates) rendered with the shared environment: for the
+    renderers of other commands that keep their view-building next to their terminal output."""
+    return _env().get_template(template).render(**values)

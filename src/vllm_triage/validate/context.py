@@ -9,10 +9,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
+from vllm_triage.case import case_folder
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.knowledge.schema import Recipe
 from vllm_triage.launch import LaunchArgs
@@ -26,8 +27,10 @@ from vllm_triage.validate.models import (
     RungName,
     RungResult,
     RungStatus,
+    StructuredOutputSummary,
     ToolCallSummary,
 )
+from vllm_triage.validate.toolcalls import TOOLS, loose_tools
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,11 @@ class ValidateOptions:
     target_context: int | None = None
     max_concurrency: int = 8
     recipe: str | None = None
+    profile: str | None = None
+    """The recipe's serving profile the server follows (the recipe's default when None)."""
     api_key_env: str | None = None
-    case: Path = Path("triage")
+    case: Path = field(default_factory=case_folder)
+    """The case folder: the run goes into its runs/<UTC>/."""
     keep_going: bool = False
     launch_cmd: str | None = None
     multi_node: bool = False
@@ -52,6 +58,22 @@ class ValidateOptions:
     error_rate_threshold: float = 0.05
     output_tokens: int = 32
     deadlines: dict[RungName, float] = field(default_factory=lambda: dict(DEFAULT_DEADLINES))
+    loose_tools: bool = False
+    """Send the tools without `strict: true`, as most agents do (the model alone keeps the format)."""
+    start_cmd: str | None = None
+    """The text of a command that starts the server (a launch command, run without a shell): the
+    server is started `starts` times on this node, each start timed and stopped, and the ladder
+    runs against the last one. Only on a node the user names as isolated."""
+    starts: int | None = None
+    """How many starts (1 when start_cmd is given alone)."""
+    start_deadline_s: float = 1200.0
+    """Per start: the most seconds until /health answers 200."""
+    stop_grace_s: float = 30.0
+    """Per stop: seconds between SIGTERM and SIGKILL to the server's process group."""
+    compare_url: str | None = None
+    """A second endpoint: the same ladder (the same requests) replayed against it, side by side."""
+    compare_api_key_env: str | None = None
+    """The environment variable holding the second endpoint's API key (never the first one's)."""
 
 
 class Recorder:
@@ -85,6 +107,15 @@ class LadderContext:
     unreachable: bool = False
     prefix_cache: PrefixCacheSummary = field(default_factory=PrefixCacheSummary)
     tool_calls: ToolCallSummary = field(default_factory=ToolCallSummary)
+    structured_output: StructuredOutputSummary = field(default_factory=StructuredOutputSummary)
+
+    def __post_init__(self) -> None:
+        self.tool_calls.mode = "loose" if self.options.loose_tools else "strict"
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools every request declares: strict, or loose with --loose-tools."""
+        return loose_tools() if self.options.loose_tools else TOOLS
 
     def deadline(self, rung: RungName) -> float:
         return time.monotonic() + self.options.deadlines[rung]

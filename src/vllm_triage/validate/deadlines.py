@@ -19,6 +19,7 @@ DEFAULT_DEADLINES: dict[RungName, float] = {
     "concurrency": 900.0,
     "image": 120.0,
     "tool_calls": 300.0,
+    "structured_output": 300.0,
     "multi_node": 600.0,
 }
 _MAX_DEADLINE = 24 * 3600.0

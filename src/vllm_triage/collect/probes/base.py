@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+from vllm_triage.case import case_folder
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.runner import CommandResult, CommandRunner
 from vllm_triage.errors import InputError
@@ -41,6 +42,8 @@ class CollectOptions:
     timeout: float = 10.0
     host_root: Path = Path("/")
     engine: str | None = None
+    case: Path = field(default_factory=case_folder)
+    """The case folder: the bundle goes into its bundles/."""
 
 
 class NotAvailable(Exception):

@@ -146,6 +146,7 @@ def parse_container_inspect(document: dict[str, Any], engine: str) -> ContainerF
         runtime=_text(host_config.get("Runtime")),
         gpu_requested=_gpu_requested(host_config),
         shm_size_bytes=_integer(host_config.get("ShmSize")),
+        ipc_mode=_text(host_config.get("IpcMode")),
     )
 
 

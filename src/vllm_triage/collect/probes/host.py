@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
+from pathlib import Path
 
 from vllm_triage.bundle.models import HostFacts
 from vllm_triage.collect.captured import CapturedFile
@@ -63,9 +65,9 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         )
     uptime = texts.get("/proc/uptime", "").split()
     out.facts = HostFacts(
-        node_name=(ctx.read_host_text("/etc/hostname") or platform.node()).strip(),
+        node_name=_own_or_node(ctx, out, "/etc/hostname", platform.node, "node name"),
         os_release=parse_os_release(texts.get("/etc/os-release", "")),
-        kernel=(ctx.read_host_text("/proc/sys/kernel/osrelease") or platform.release()).strip(),
+        kernel=_own_or_node(ctx, out, "/proc/sys/kernel/osrelease", platform.release, "kernel"),
         uptime_s=float(uptime[0]) if uptime else None,
         shm_bytes=_shm_bytes(ctx),
         cgroup_memory_max=limits["memory"],
@@ -73,6 +75,20 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         nvidia_modules=nvidia_modules(texts.get("/proc/modules", "")),
     )
     return out
+
+
+def _own_or_node(
+    ctx: ProbeContext, out: ProbeOutput, path: str, own: Callable[[], str], what: str
+) -> str:
+    """The node's value from its file; this machine's own only when the node is this machine:
+    under --host-root, the machine running the tool (a debug pod) is not the node."""
+    text = ctx.read_host_text(path)
+    if text is not None and text.strip():
+        return text.strip()
+    if ctx.options.host_root == Path("/"):
+        return own()
+    out.notes.append(f"{what}: {path} not readable under the host root; recorded as unknown")
+    return "unknown"
 
 
 PROBE = Probe("host", collect, "node, OS, kernel, uptime, /dev/shm, cgroup limits, modules")

@@ -13,7 +13,6 @@ from vllm_triage.validate.client import ReplyError
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.metrics import MetricsSnapshot, flag, positive_int
 from vllm_triage.validate.models import RungResult
-from vllm_triage.validate.toolcalls import TOOLS
 
 _POLICY = (
     "Policy {n}: an operator keeps the runbook current, records each change with its ticket, "
@@ -37,7 +36,7 @@ def _tokens(ctx: LadderContext, messages: list[dict[str, Any]], deadline: float)
     body = {
         "model": ctx.model,
         "messages": messages,
-        "tools": TOOLS,
+        "tools": ctx.tools,
         "add_generation_prompt": False,
     }
     try:
@@ -53,6 +52,19 @@ def _enabled(ctx: LadderContext) -> tuple[bool | None, str]:
     if ctx.launch is not None and ctx.launch.enable_prefix_caching is not None:
         return ctx.launch.enable_prefix_caching, "the launch command"
     return None, "unknown"
+
+
+def _turned_off_by_profile(ctx: LadderContext) -> str | None:
+    """Why a disabled prefix cache is intended: the recipe's profile turns it off (the decode side
+    of a prefill/decode split); None when it does not."""
+    recipe = ctx.recipe
+    if recipe is None:
+        return None
+    flags = ctx.kb.recipe_flags(recipe, ctx.options.profile)
+    if not any(f.flag == "--no-enable-prefix-caching" for f in flags):
+        return None
+    chosen = ctx.kb.recipe_profile(recipe, ctx.options.profile)
+    return f"prefix caching is off, as the {recipe.name} recipe's {chosen.id} profile sets it"
 
 
 def _delta(
@@ -72,9 +84,8 @@ def _no_hit_reasons(ctx: LadderContext, shared_tokens: int | None, block: int) -
             f"the shared prefix ({shared_tokens} tokens) is shorter than one cache block ({block})"
         )
     recipe = ctx.recipe
-    if recipe is not None and "--prefix-match-unit" in " ".join(
-        f.why for f in recipe.required_flags
-    ):
+    flags = ctx.kb.recipe_flags(recipe, ctx.options.profile) if recipe is not None else []
+    if recipe is not None and "--prefix-match-unit" in " ".join(f.why for f in flags):
         launch_other = ctx.launch.other if ctx.launch else {}
         if "--prefix-match-unit" not in launch_other:
             reasons.append(
@@ -111,7 +122,7 @@ def run(ctx: LadderContext) -> RungResult:
                 *shared,
                 {"role": "user", "content": f"Question {index}: which runbook step comes first?"},
             ],
-            "tools": TOOLS,
+            "tools": ctx.tools,
             "tool_choice": "none",
             "max_tokens": 8,
             "temperature": 0,
@@ -145,6 +156,8 @@ def run(ctx: LadderContext) -> RungResult:
             f"{len(failed)} request(s) failed: {failed[0].error}",
             **figures,
         )
+    if enabled is False and (off := _turned_off_by_profile(ctx)):
+        return ctx.result("same_prefix", "skipped", off, **figures)
     if enabled is False:
         result = ctx.result(
             "same_prefix", "failed", f"prefix caching is disabled (from {source})", **figures

@@ -1,7 +1,8 @@
 """Rung 6b, tool calls: declared JSON Schemas, tool_choice auto, required and named, streamed
 and not. Each request's calls must come back as tool_calls (not raw text in content) with
 arguments that parse and validate; every format error is counted and shown. A server without a
-tool-call parser answers 400: that is a configuration finding, with the flags to add."""
+tool-call parser answers 400: that is a configuration finding, with the flags to add. The tools
+go `strict` (the schema enforced while decoding) unless --loose-tools sends them as most agents do."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from vllm_triage.validate.client import Answer
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RequestRecord, RungResult, ToolCallSummary
-from vllm_triage.validate.toolcalls import TOOLS, check_answer
+from vllm_triage.validate.toolcalls import check_answer
 
 _PARSER_MISSING = ("tool-call-parser", "enable-auto-tool-choice", "tool_call_parser")
 _PROMPT = "What is the weather in Lisbon right now? Use the tools."
@@ -59,7 +60,7 @@ def run(ctx: LadderContext) -> RungResult:
             body = {
                 "model": ctx.model,
                 "messages": [{"role": "user", "content": _PROMPT}],
-                "tools": TOOLS,
+                "tools": ctx.tools,
                 "tool_choice": choice,
                 "max_tokens": 96,
                 "temperature": 0,
@@ -81,6 +82,7 @@ def run(ctx: LadderContext) -> RungResult:
                 {"kind": kind, "tool_calls": len(answer.tool_calls), "errors": errors}
             )
     figures = {
+        "tools": summary.mode,
         "requests": summary.requests,
         "valid": summary.valid,
         "format_errors": summary.format_errors,

@@ -1,0 +1,131 @@
+"""Build the message catalogs (`make i18n`): extract, merge, compile, one gettext domain at a time.
+
+Each part of the tool with texts of its own has its own domain (vllm_triage.i18n.DOMAINS), so
+parts are translated and merged independently: a domain's messages are extracted from its package
+folder (`tr(...)` and `N_(...)` calls), the core domain's from the rest of the code, and the
+`signatures` and `knowledge` domains' from the knowledge base's texts for people (fields typed
+`Text` in the schema: the diagnosis' signatures and fact checks, and the rest). New messages are merged into the ko/ja .po files (a translator fills them; the tests
+fail until they do) and the .mo files the tool reads are compiled from them.
+
+Run: .venv/bin/python scripts/i18n.py [DOMAIN ...]   (every domain when none is named)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.extract import extract_from_dir
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po, write_po
+
+from vllm_triage import __version__
+from vllm_triage.i18n import (
+    DOMAINS,
+    KNOWLEDGE_DOMAIN,
+    LANGUAGES,
+    LOCALE_DIR,
+    SIGNATURE_SECTIONS,
+    SIGNATURES_DOMAIN,
+)
+from vllm_triage.knowledge import load_knowledge
+from vllm_triage.knowledge.texts import translatable_texts
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "vllm_triage"
+KEYWORDS = {"tr": None, "N_": None}
+
+
+def code_messages(domain: str) -> dict[str, list[str]]:
+    """The messages a domain's code marks, each with the files it appears in."""
+    folder = DOMAINS[domain]
+    root = PACKAGE / folder if folder else PACKAGE
+    others = {f for d, f in DOMAINS.items() if f and d != domain}
+    found: dict[str, list[str]] = {}
+    if not root.is_dir():
+        return found
+    for file, _, message, _, _ in extract_from_dir(
+        str(root), method_map=[("**.py", "python")], keywords=KEYWORDS
+    ):
+        top = Path(file).parts[0] if folder == "" else ""
+        if top in others or not isinstance(message, str):
+            continue
+        found.setdefault(message, []).append(file)
+    return found
+
+
+def knowledge_messages(domain: str) -> dict[str, list[str]]:
+    """The knowledge base's texts for people in a data domain, each with where it sits."""
+    found: dict[str, list[str]] = {}
+    for text, where in translatable_texts(load_knowledge()):
+        section = where.split(".")[0].split("[")[0]
+        if (section in SIGNATURE_SECTIONS) == (domain == SIGNATURES_DOMAIN):
+            found.setdefault(text, []).append(where)
+    return found
+
+
+def _template(domain: str, messages: dict[str, list[str]]) -> Catalog:
+    template = Catalog(project="vllm-triage", version=__version__, domain=domain)
+    for message in sorted(messages):
+        template.add(message, auto_comments=sorted(set(messages[message])))
+    return template
+
+
+def _merge(domain: str, language: str, template: Catalog) -> Catalog:
+    po_path = LOCALE_DIR / language / "LC_MESSAGES" / f"{domain}.po"
+    if po_path.exists():
+        with po_path.open("rb") as handle:
+            catalog = read_po(handle, locale=language, domain=domain)
+        catalog.update(template, no_fuzzy_matching=True)
+        catalog.obsolete.clear()
+    else:
+        catalog = Catalog(locale=language, domain=domain, project="vllm-triage")
+        catalog.update(template, no_fuzzy_matching=True)
+    po_path.parent.mkdir(parents=True, exist_ok=True)
+    with po_path.open("wb") as handle:
+        write_po(handle, catalog, width=100, omit_header=False, sort_output=True, no_location=True)
+    return catalog
+
+
+def _compile(domain: str, language: str, catalog: Catalog) -> int:
+    mo_path = LOCALE_DIR / language / "LC_MESSAGES" / f"{domain}.mo"
+    with mo_path.open("wb") as handle:
+        write_mo(handle, catalog)
+    return sum(1 for message in catalog if message.id and not message.string)
+
+
+def build(domains: Iterable[str]) -> list[str]:
+    """Extract, merge and compile each domain; the lines to print (what is left to translate)."""
+    report = []
+    for domain in domains:
+        data = domain in (KNOWLEDGE_DOMAIN, SIGNATURES_DOMAIN)
+        messages = knowledge_messages(domain) if data else code_messages(domain)
+        pot = LOCALE_DIR.parent / f"{domain}.pot"
+        if not messages and not pot.exists():
+            report.append(f"{domain}: no messages yet, no catalog")
+            continue
+        template = _template(domain, messages)
+        with pot.open("wb") as handle:
+            write_po(handle, template, width=100, sort_output=True, no_location=True)
+        for language in LANGUAGES:
+            if language == "en":
+                continue
+            missing = _compile(domain, language, _merge(domain, language, template))
+            report.append(f"{domain} {language}: {len(messages)} messages, {missing} untranslated")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    asked = sys.argv[1:] if argv is None else argv
+    unknown = [domain for domain in asked if domain not in DOMAINS]
+    if unknown:
+        print(f"i18n: unknown domain {unknown[0]!r} (known: {', '.join(DOMAINS)})", file=sys.stderr)
+        return 2
+    for line in build(asked or DOMAINS):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

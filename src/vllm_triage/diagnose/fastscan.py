@@ -1,0 +1,344 @@
+"""A fast first pass over large logs: Hyperscan finds where an active pattern may match, RE2 decides.
+
+RE2's DFA reads about 200 MB/s with the knowledge's few hundred patterns; Hyperscan's SIMD
+literal matchers read several times faster, and release the GIL while they do, so a second core
+can hash and count lines meanwhile. Hyperscan only proposes: every line it points at is checked
+again with RE2 (`Prefilter.wanted`), so what the scan finds stays exactly what RE2 finds.
+
+For that, Hyperscan must never miss a line RE2 would match. It matches bytes, RE2 matches UTF-8
+characters: `a.b` matches `aéb` in RE2 (one character) but not byte by byte (two bytes). So each
+pattern is rewritten into one that matches a superset, line by line: wherever one character is
+expected (`.`, a negated class, `\\S`, `\\W` not followed by `*` or `+`), a run of non-ASCII bytes
+is accepted too, and a non-ASCII literal is kept as one unit. A pattern the rewriter does not
+fully understand is not guessed at: the whole pattern set then stays with RE2.
+
+Each expression reports at most one match per scan call (HS_FLAG_SINGLEMATCH), in order of end
+offset; the callback stops the scan at the first match of a pattern that is still active, and the
+next call starts at the next line. Patterns switched off meanwhile cost one report per call at
+most, so the database never has to be compiled again while a file is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import platform
+import stat
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import hyperscan
+
+# One more non-ASCII character where the rewritten pattern expects one character.
+_HIGH_RUN = r"[\x80-\xff]+"
+# Escapes that mean the same byte by byte as in RE2's UTF-8 mode (ASCII classes, anchors).
+_SAME_ESCAPES = frozenset("swbBtnrfv")
+# Escapes for one character of a negated ASCII class: a non-ASCII character is one of them.
+_NEGATED_ESCAPES = frozenset("SW")
+
+
+def _class_end(pattern: str, start: int) -> int | None:
+    """The index just past the character class that opens at `start` (None if it never closes)."""
+    i = start + 1
+    if i < len(pattern) and pattern[i] == "^":
+        i += 1
+    if i < len(pattern) and pattern[i] == "]":
+        i += 1  # a ] right after [ or [^ is a literal
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+        elif c == "[" and pattern.startswith("[:", i):
+            close = pattern.find(":]", i + 2)
+            if close < 0:
+                return None
+            i = close + 2
+        elif c == "]":
+            return i + 1
+        else:
+            i += 1
+    return None
+
+
+def _unbounded_next(pattern: str, i: int) -> bool:
+    """Whether the atom ending before `i` is repeated without an upper bound and may be absent or
+    single (`*` or `+`): byte by byte, such a run covers any run of characters."""
+    return i < len(pattern) and pattern[i] in "*+"
+
+
+def byte_superset(pattern: str) -> str | None:
+    """A pattern that, matched byte by byte (Hyperscan without UTF-8 mode), matches every line that
+    `pattern` matches in RE2's UTF-8 mode; None when the pattern uses something this rewriter
+    does not handle (then it must not be used for Hyperscan at all).
+
+    The knowledge's patterns are portable (schema.check_portable_pattern: no (?...), no \\d), so
+    what is left is literals, escaped punctuation, `.`, classes, groups, `|`, quantifiers and
+    anchors."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= len(pattern):
+                return None
+            escaped = pattern[i + 1]
+            i += 2
+            if escaped in _NEGATED_ESCAPES:
+                atom = f"\\{escaped}"
+                out.append(atom if _unbounded_next(pattern, i) else f"(?:{atom}|{_HIGH_RUN})")
+            elif escaped in _SAME_ESCAPES or (escaped.isascii() and not escaped.isalnum()):
+                out.append(f"\\{escaped}")
+            else:
+                return None  # \x.., \p{..}, back-references, \d: not guessed at
+        elif c == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return None
+            body = pattern[i:end]
+            if not body.isascii():
+                return None
+            i = end
+            negated = body.startswith("[^") or "\\S" in body or "\\W" in body
+            if negated and not _unbounded_next(pattern, i):
+                out.append(f"(?:{body}|{_HIGH_RUN})")
+            else:
+                out.append(body)
+        elif c == ".":
+            i += 1
+            out.append("." if _unbounded_next(pattern, i) else f"(?:.|{_HIGH_RUN})")
+        elif c == "(":
+            if pattern.startswith("(?", i):
+                return None  # flags change what a byte means (case folding of non-ASCII)
+            out.append(c)
+            i += 1
+        elif not c.isascii():
+            out.append(f"(?:{c})")  # its bytes as one unit under a quantifier
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class FastFinder:
+    """A compiled Hyperscan database over a list of patterns (ids are their indexes)."""
+
+    def __init__(self, database: hyperscan.Database):
+        import hyperscan
+
+        self._hs = hyperscan
+        self._database = database
+        self._scratch = hyperscan.Scratch(database)
+
+    @classmethod
+    def compile(cls, patterns: Mapping[int, str]) -> FastFinder | None:
+        """The finder for these patterns (by id), or None when Hyperscan is not installed, the
+        CPU lacks what it needs, or a pattern cannot be rewritten or compiled (RE2 alone then).
+        A database is compiled once per process and pattern list, and kept in the user's cache
+        folder for the next run (see _load and _store)."""
+        try:
+            import hyperscan
+        except ImportError:
+            return None
+        ids, expressions = [], []
+        for pattern_id, pattern in sorted(patterns.items()):
+            rewritten = byte_superset(pattern)
+            if rewritten is None:
+                return None
+            ids.append(pattern_id)
+            expressions.append(rewritten.encode())
+        if not ids:
+            return None
+        flags = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
+        flags |= hyperscan.HS_FLAG_SINGLEMATCH
+        key = _key(str(getattr(hyperscan, "__version__", "")), flags, ids, expressions)
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                database = _CACHE[key]
+                return None if database is None else cls(database)
+        database = _load(key)
+        if database is None:
+            database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            try:
+                database.compile(expressions=expressions, ids=ids, flags=[flags] * len(ids))
+            except hyperscan.error:
+                database = None
+            else:
+                _store(key, database)
+        with _CACHE_LOCK:
+            if len(_CACHE) >= 8:
+                _CACHE.clear()
+            _CACHE[key] = database
+        return None if database is None else cls(database)
+
+    def first_end(self, view: memoryview, start: int, end: int, active: list[bool]) -> int | None:
+        """The offset in `view` where the first match of an active pattern in view[start:end]
+        ends (at most one report per pattern: an inactive one is passed over); None if none."""
+        found: list[int] = []
+
+        def on_match(pattern: int, _from: int, to: int, _flags: int, _context: object) -> bool:
+            if active[pattern]:
+                found.append(to)
+                return True  # stop the scan here
+            return False
+
+        # the stub says bytes or str; the extension takes any buffer (no copy of the block)
+        data: Any = view[start:end]
+        with contextlib.suppress(self._hs.ScanTerminated):
+            self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        return start + found[0] if found else None
+
+
+class FastCompile:
+    """Compiles a FastFinder in a background thread (Hyperscan releases the GIL while it
+    compiles), so that the first megabytes are read with RE2 meanwhile."""
+
+    def __init__(self, patterns: Mapping[int, str]):
+        self._patterns = dict(patterns)
+        self._result: FastFinder | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hyperscan-compile", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = FastFinder.compile(self._patterns)
+        finally:
+            self._done.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, wait: bool = False) -> FastFinder | None:
+        """The finder once compiled (None while compiling unless `wait`, or when unusable)."""
+        if wait:
+            self._done.wait()
+        return self._result if self._done.is_set() else None
+
+
+_CACHE_LOCK = threading.Lock()
+# key (see _key) -> database, or None when it cannot be compiled
+_CACHE: dict[str, hyperscan.Database | None] = {}
+
+# The databases kept between runs: in the knowledge cache's folder, private to the user, under
+# the same rules (owner is this user, nobody else may write, no symbolic link, size capped).
+_DISK_MAGIC = b"vllm-triage hyperscan database 1\n"
+_DISK_PREFIX = "hyperscan-"
+_DISK_MAX_BYTES = 64 << 20
+_DISK_FILES = 16
+_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_FOLDER_FLAGS |= getattr(os, "O_CLOEXEC", 0)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _key(version: str, flags: int, ids: list[int], expressions: list[bytes]) -> str:
+    """What a database is made from: Hyperscan's version, the machine, flags and patterns."""
+    digest = hashlib.sha256()
+    for part in (version, platform.machine(), str(flags)):
+        digest.update(part.encode() + b"\0")
+    for pattern_id, expression in zip(ids, expressions, strict=True):
+        digest.update(f"{pattern_id}\0{len(expression)}\0".encode() + expression)
+    return digest.hexdigest()
+
+
+def _private(info: os.stat_result) -> bool:
+    """Owned by this user, and nobody else may write it."""
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _folder(create: bool) -> int | None:
+    """A descriptor of the cache folder when it is private to this user, else None."""
+    from vllm_triage.knowledge.cache import cache_folder
+
+    folder = cache_folder()
+    if folder is None or os.open not in os.supports_dir_fd:
+        return None
+    try:
+        if create:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(folder, _FOLDER_FLAGS)
+    except OSError:
+        return None
+    if stat.S_ISDIR((info := os.fstat(fd)).st_mode) and _private(info):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _load(key: str) -> hyperscan.Database | None:
+    """The database kept under this key, if there is one this user alone could have written and
+    this machine's Hyperscan accepts; else None (it is compiled again)."""
+    import hyperscan
+
+    folder = _folder(create=False)
+    if folder is None:
+        return None
+    try:
+        fd = os.open(f"{_DISK_PREFIX}{key[:32]}.db", _READ_FLAGS, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not (stat.S_ISREG(info.st_mode) and _private(info) and info.st_size <= _DISK_MAX_BYTES):
+            return None
+        data = handle.read(_DISK_MAX_BYTES + 1)
+    header = _DISK_MAGIC + key.encode() + b"\n"
+    if not data.startswith(header):
+        return None
+    digest, _, payload = data[len(header) :].partition(b"\n")
+    if digest != hashlib.sha256(payload).hexdigest().encode():
+        return None  # a torn or damaged file
+    try:
+        database = hyperscan.loadb(payload, hyperscan.HS_MODE_BLOCK)
+        # this CPU can run it (a cache folder shared between machines)
+        database.scan(b"probe\n", _ignore, scratch=hyperscan.Scratch(database))
+    except hyperscan.error:
+        return None
+    return database
+
+
+def _ignore(*_args: object) -> None:
+    return None
+
+
+def _store(key: str, database: hyperscan.Database) -> None:
+    """Keep the database for the next run (atomically; the oldest go past _DISK_FILES); a cache
+    that cannot be written is no cache, not an error."""
+    import hyperscan
+
+    folder = _folder(create=True)
+    if folder is None:
+        return
+    name = f"{_DISK_PREFIX}{key[:32]}.db"
+    temporary = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        payload = hyperscan.dumpb(database)
+        digest = hashlib.sha256(payload).hexdigest().encode()
+        fd = os.open(temporary, _WRITE_FLAGS, 0o600, dir_fd=folder)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_DISK_MAGIC + key.encode() + b"\n" + digest + b"\n" + payload)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        _prune(folder)
+    except Exception:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+def _prune(folder: int) -> None:
+    kept = []
+    for name in os.listdir(folder):
+        if name.startswith(_DISK_PREFIX) and name.endswith(".db"):
+            with contextlib.suppress(OSError):
+                kept.append((os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime, name))
+    for _, name in sorted(kept, reverse=True)[_DISK_FILES:]:
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=folder)

@@ -1,0 +1,695 @@
+"""The report page: what was read from the case, laid out for people as one self-contained HTML
+page (inline CSS, inline SVG charts, no script, nothing fetched), in English, Korean or Japanese.
+
+Everything reaches the page through a jinja2 template with autoescape on, and every value passes
+`_finalize` on its way: text from logs and servers is hostile, so it is escaped, its control
+characters shown as symbols, any URL in it loses its `user:password@`, and the redaction rules
+run over it once more (an artifact placed in the case by hand is not trusted to be clean). The
+page also forbids itself scripts and fetches (a Content-Security-Policy meta tag), a second wall
+should a value ever slip through. Charts are drawn here (charts.py) and are the only markup not
+from the template. The plan and the baselines are shown through their own renderers' views
+(render/plan.py, render/baseline.py, render/record.py), so they read the same as `plan`,
+`baseline` and `record` print them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from markupsafe import Markup
+
+from vllm_triage import __version__
+from vllm_triage.baseline import texts as baseline_texts
+from vllm_triage.baseline.models import BaselineComparison
+from vllm_triage.fleet.models import STATUSES
+from vllm_triage.i18n import Catalog, Language, catalog
+from vllm_triage.redact import Redactor
+from vllm_triage.render.baseline import capture_rows, finding
+from vllm_triage.render.diagnosis import localized
+from vllm_triage.render.plan import plan_view
+from vllm_triage.render.record import View as RecordView
+from vllm_triage.render.record import record_view
+from vllm_triage.report.charts import Series, Step, bar_chart, ladder_chart, share_chart
+from vllm_triage.report.gather import (
+    BaselineRead,
+    BundleRead,
+    CaseRead,
+    FleetRead,
+    RecordRead,
+    RunRead,
+)
+from vllm_triage.report.texts import MAKE_COMMANDS, MESSAGES, SECTIONS
+from vllm_triage.validate.models import RUNG_ORDER, RungResult, ValidationRun
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+# Lone surrogates cannot be written as UTF-8; C0 controls (but newline and tab), DEL and C1 codes
+# are shown as symbols rather than passed to the page.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROLS = str.maketrans(
+    {
+        **{code: 0x2400 + code for code in range(32) if chr(code) not in "\n\t"},
+        0x7F: 0x2421,
+        **dict.fromkeys(range(0x80, 0xA0), 0xFFFD),
+    }
+)
+# The user part of a URL anywhere in a text: scheme://user:password@ (up to the last @ before the
+# host's end), dropped.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#]*@")
+COMPARISON_FILE = "baseline-comparison.json"
+# A fleet can be 10,000 nodes: the page shows this many waves and upgrade rows, then a count
+# (fleet-scan.json holds every node).
+FLEET_WAVES = 12
+FLEET_WAVE_NAMES = 6
+FLEET_UPGRADE_ROWS = 50
+
+
+# The redactor of the page being rendered (one per page: it remembers the secrets it has seen).
+_REDACTOR: ContextVar[Redactor | None] = ContextVar("report_redactor", default=None)
+
+
+def clean_text(text: str, redactor: Redactor | None = None) -> str:
+    """A value as the page shows it: printable, no URL with its credentials, and (with a
+    redactor) no secret the redaction rules know."""
+    if not text.isascii():
+        text = _SURROGATE.sub("\ufffd", text)
+    text = text.translate(_CONTROLS)
+    if "://" in text and "@" in text:
+        text = _URL_USERINFO.sub(lambda match: match.group("scheme"), text)
+    return redactor.text(text) if redactor is not None else text
+
+
+def _finalize(value: Any) -> Any:
+    """Every {{ value }} of the template on its way to the page (then autoescaped)."""
+    if isinstance(value, Markup):  # the charts, drawn and escaped by charts.py
+        return value
+    if isinstance(value, str):
+        return clean_text(value, _REDACTOR.get())
+    if value is None:
+        return "\u2013"
+    return value
+
+
+@cache
+def _env() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(
+        loader=PackageLoader("vllm_triage.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["when"] = _when
+    env.filters["human"] = _human
+    return env
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "\u2013" if value is None else str(value)
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def _when(created_at: Any) -> str:
+    """2026-12-01T08:34:33.970916+00:00 as 2026-12-01 08:34:33 (the artifact keeps it whole)."""
+    return created_at[:19].replace("T", " ") if isinstance(created_at, str) else "\u2013"
+
+
+def _human(key: Any) -> str:
+    return str(key).replace("_", " ")
+
+
+@dataclass
+class Words:
+    """The page's words in one language: `t(key, **fields)` for the report's own texts, `known`
+    for a text that may be in a catalog as it is (the knowledge base's advice)."""
+
+    tr: Catalog
+
+    def t(self, key: str, /, **fields: object) -> str:
+        return self.tr(MESSAGES[key], **fields)
+
+    def known(self, text: str) -> str:
+        return self.tr(text) if text else text
+
+    def status(self, status: str) -> str:
+        key = f"status_{status}"
+        return self.t(key) if key in MESSAGES else status
+
+    def yes_no(self, value: bool | None) -> str:
+        if value is None:
+            return self.t("unknown")
+        return self.t("yes") if value else self.t("no")
+
+    def seconds(self, value: float) -> str:
+        return self.t("seconds", value=f"{value:.2f}" if value < 100 else f"{value:.0f}")
+
+
+@dataclass(frozen=True)
+class Overview:
+    """One row of the at-a-glance table."""
+
+    section: str
+    title: str
+    present: bool
+    artifacts: list[str]
+    verdict: str
+    command: str
+
+
+@dataclass
+class RunView:
+    """A validation run and its charts."""
+
+    read: RunRead
+    run: ValidationRun | None
+    verdict: str
+    passed: bool | None
+    ladder: Markup | None = None
+    levels: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    ttft: Markup | None = None
+    throughput: Markup | None = None
+    prefix: Markup | None = None
+    prefix_ttft: Markup | None = None
+
+
+def render_page(read: CaseRead, language: Language, made_at: datetime) -> str:
+    """The whole page as HTML text."""
+    words = Words(catalog(language))
+    if read.diagnosis is not None:  # its sentences in the page's language, as `diagnose --lang`
+        read = replace(read, diagnosis=localized(read.diagnosis, language))
+    quoted = shlex.quote(read.case)
+    commands = {key: command.format(case=quoted) for key, command in MAKE_COMMANDS.items()}
+    runs = [_run_view(run, words) for run in read.runs]
+    token = _REDACTOR.set(Redactor())
+    try:
+        return _render(
+            lang=language,
+            t=words.t,
+            known=words.known,
+            status=words.status,
+            yes_no=words.yes_no,
+            read=read,
+            made_at=made_at.isoformat(),
+            version=__version__,
+            sections=SECTIONS,
+            commands=commands,
+            overview=_overview(read, runs, words, commands),
+            facts=[_facts(bundle, words) for bundle in read.bundles],
+            runs=runs,
+            prefix_charts=[
+                _prefix_check_chart(check.report, words) for check in read.prefix_checks
+            ],
+            plan=plan_view(read.plan, language) if read.plan is not None else None,
+            record=_record_section(read.record, language),
+            baselines=[
+                _baseline_view(b, words)
+                for b in sorted(read.baselines, key=lambda b: _captured(b) or "~")
+            ],
+            comparison=_comparison_view(read.comparison, words),
+            fleet=_fleet_view(read.fleet, words),
+        )
+    finally:
+        _REDACTOR.reset(token)
+
+
+def _render(**values: Any) -> str:
+    text: str = _env().get_template("report.html.j2").render(**values)
+    return text
+
+
+@dataclass(frozen=True)
+class RecordSection:
+    """The decision record: where it is, when it was made, and its view in the reader's language
+    (render/record.py, as `record` prints it)."""
+
+    path: str
+    created_at: str | None
+    view: RecordView
+
+
+@dataclass(frozen=True)
+class BaselineView:
+    """A baseline at a glance: its rows as `baseline capture` shows them, in the reader's
+    language (render/baseline.py)."""
+
+    label: str
+    path: str
+    created_at: str | None
+    rows: list[tuple[str, str]]
+    probes: str
+
+
+@dataclass(frozen=True)
+class ComparisonItemView:
+    kind: str
+    kind_label: str
+    check: str
+    finding: str
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    """The comparison of two baselines: regressions first, then what was expected."""
+
+    title: str
+    verdict: str
+    regression: bool
+    counts: str
+    target: str
+    created_at: str | None
+    items: list[ComparisonItemView]
+
+
+@dataclass(frozen=True)
+class FleetWaveView:
+    """One rollout wave: its number, its size and the first few node names."""
+
+    number: int
+    size: int
+    names: str
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """The fleet scan at a glance: nodes per status, the waves, the nodes a driver upgrade
+    would make ready with the driver each needs."""
+
+    path: str
+    created_at: str | None
+    image: str
+    source: str
+    counts: str
+    waves_title: str
+    waves: list[FleetWaveView]
+    waves_more: str
+    upgrades: list[tuple[str, str | None, str | None, str | None]]
+    """(node, driver now, minimum driver, GPU)"""
+    upgrades_more: str
+    notes: list[str]
+
+
+def _fleet_counts(counts: dict[str, int], words: Words) -> str:
+    """Nodes per status in the reader's language, every status the scan found."""
+    return ", ".join(
+        f"{words.t(f'fleet_status_{status}')} {counts[status]}"
+        for status in STATUSES
+        if counts.get(status)
+    )
+
+
+def _fleet_view(read: FleetRead | None, words: Words) -> FleetView | None:
+    if read is None:
+        return None
+    scan = read.scan
+    counts = scan.counts or {s: sum(n.status == s for n in scan.nodes) for s in STATUSES}
+    waves = [
+        FleetWaveView(
+            number,
+            len(wave),
+            ", ".join(wave[:FLEET_WAVE_NAMES])
+            + (f", \u2026 {wave[-1]}" if len(wave) > FLEET_WAVE_NAMES else ""),
+        )
+        for number, wave in enumerate(scan.waves[:FLEET_WAVES], 1)
+    ]
+    rest = scan.waves[FLEET_WAVES:]
+    upgrade = [node for node in scan.nodes if node.status == "needs_upgrade"]
+    upgrade.sort(key=lambda node: node.name)
+    return FleetView(
+        path=read.path,
+        created_at=scan.created_at,
+        image=words.t("fleet_image", image=scan.image or "\u2013", cuda=scan.cuda),
+        source=words.t("fleet_source", source=scan.source),
+        counts=words.t("fleet_counts", nodes=len(scan.nodes), counts=_fleet_counts(counts, words)),
+        waves_title=words.t("fleet_waves", size=scan.wave_size),
+        waves=waves,
+        waves_more=words.t("more", count=sum(len(w) for w in rest)) if rest else "",
+        upgrades=[
+            (node.name, node.driver, node.min_driver, node.gpu)
+            for node in upgrade[:FLEET_UPGRADE_ROWS]
+        ],
+        upgrades_more=(
+            words.t("fleet_more", count=len(upgrade) - FLEET_UPGRADE_ROWS)
+            if len(upgrade) > FLEET_UPGRADE_ROWS
+            else ""
+        ),
+        notes=list(scan.notes),
+    )
+
+
+def _record_section(read: RecordRead | None, language: Language) -> RecordSection | None:
+    if read is None:
+        return None
+    record = read.record
+    return RecordSection(read.path, record.created_at, record_view(record, language))
+
+
+def _captured(read: BaselineRead) -> str | None:
+    """When a baseline was captured (baselines show in that order: before, then after)."""
+    return read.capture.created_at if read.capture is not None else None
+
+
+def _baseline_view(read: BaselineRead, words: Words) -> BaselineView:
+    capture = read.capture
+    if capture is None:
+        return BaselineView(read.label, read.path, None, [], "")
+    ok = sum(p.status == "ok" for p in capture.probes)
+    failed = sum(p.status in ("failed", "timed_out") for p in capture.probes)
+    absent = sum(p.status == "not_available" for p in capture.probes)
+    return BaselineView(
+        read.label,
+        read.path,
+        capture.created_at,
+        capture_rows(capture, words.tr),
+        words.t("probes_count", ok=ok, failed=failed, absent=absent),
+    )
+
+
+_KIND_ORDER = {"regression": 0, "expected": 1, "changed": 2, "not_compared": 3, "same": 4}
+
+
+def _comparison_view(comparison: BaselineComparison | None, words: Words) -> ComparisonView | None:
+    if comparison is None:
+        return None
+    tr = words.tr
+    items = sorted(comparison.items, key=lambda item: _KIND_ORDER.get(item.kind, 5))
+    if comparison.verdict == "regression":
+        verdict = tr(baseline_texts.VERDICT_REGRESSION, count=comparison.regressions)
+    else:
+        verdict = tr(baseline_texts.VERDICT_OK, expected=comparison.expected)
+    return ComparisonView(
+        title=tr(
+            baseline_texts.COMPARISON_TITLE,
+            before=comparison.before.label,
+            after=comparison.after.label,
+        ),
+        verdict=verdict,
+        regression=comparison.verdict == "regression",
+        counts=tr(
+            baseline_texts.COUNTS,
+            regressions=comparison.regressions,
+            expected=comparison.expected,
+            changed=comparison.changed,
+        ),
+        target=(
+            tr(baseline_texts.TARGET, target=comparison.expect_driver)
+            if comparison.expect_driver
+            else tr(baseline_texts.NO_TARGET)
+        ),
+        created_at=comparison.created_at,
+        items=[
+            ComparisonItemView(
+                item.kind,
+                tr(baseline_texts.KINDS.get(item.kind, item.kind)),
+                item.check,
+                finding(item, tr),
+            )
+            for item in items
+        ],
+    )
+
+
+def _overview(
+    read: CaseRead, runs: Sequence[RunView], words: Words, commands: dict[str, str]
+) -> list[Overview]:
+    """One row per step: is its artifact in the case, and what it says at a glance."""
+    rows = []
+    bundles = read.bundles
+    if bundles:
+        newest = bundles[-1].manifest
+        ok = sum(p.status == "ok" for p in newest.probes)
+        failed = sum(p.status in ("failed", "timed_out") for p in newest.probes)
+        absent = sum(p.status == "not_available" for p in newest.probes)
+        verdict = words.t("probes_count", ok=ok, failed=failed, absent=absent)
+    else:
+        verdict = ""
+    rows.append(
+        Overview("evidence", words.t("evidence_title"), bool(bundles),
+                 [b.path for b in bundles], verdict, commands["evidence"])
+    )  # fmt: skip
+    diagnosis = read.diagnosis
+    verdict = ""
+    if diagnosis is not None:
+        primary = diagnosis.primary
+        verdict = (
+            f"{primary.cause} ({primary.phase}, {primary.confidence:.2f}); "
+            f"{words.t('driver_change')}: {words.yes_no(primary.driver_change_advised)}"
+        )
+    rows.append(
+        Overview("diagnosis", words.t("diagnosis_title"), diagnosis is not None,
+                 ["diagnosis.json"] if diagnosis else [], verdict, commands["diagnosis"])
+    )  # fmt: skip
+    plan = read.plan
+    verdict = words.known(plan.recommended.name) if plan is not None else ""
+    rows.append(
+        Overview("plan", words.t("plan_title"), plan is not None,
+                 ["plan.json"] if plan else [], verdict, commands["plan"])
+    )  # fmt: skip
+    fleet = read.fleet
+    verdict = _fleet_counts(fleet.scan.counts, words) if fleet is not None else ""
+    rows.append(
+        Overview("fleet", words.t("fleet_title"), fleet is not None,
+                 [fleet.path] if fleet else [], verdict, commands["fleet"])
+    )  # fmt: skip
+    comparison = read.comparison
+    baseline_paths = [b.path for b in read.baselines]
+    if comparison is not None:
+        baseline_paths.append(COMPARISON_FILE)
+        verdict = (
+            words.tr(baseline_texts.VERDICT_REGRESSION, count=comparison.regressions)
+            if comparison.verdict == "regression"
+            else words.tr(baseline_texts.VERDICT_OK, expected=comparison.expected)
+        )
+    else:
+        verdict = ", ".join(b.label for b in read.baselines)
+    rows.append(
+        Overview("baseline", words.t("baseline_title"), bool(baseline_paths), baseline_paths,
+                 verdict, commands["baseline"])
+    )  # fmt: skip
+    verdict = runs[-1].verdict if runs else ""
+    rows.append(
+        Overview("validation", words.t("validation_title"), bool(runs),
+                 [r.read.path for r in runs] + [c.path for c in read.prefix_checks],
+                 verdict, commands["validation"])
+    )  # fmt: skip
+    record = read.record
+    verdict = (
+        f"{words.known(record.record.adopted.name)} ({record.record.adopted.path})"
+        if record is not None
+        else ""
+    )
+    rows.append(
+        Overview("record", words.t("record_title"), record is not None,
+                 [record.path] if record else [], verdict, commands["record"])
+    )  # fmt: skip
+    return rows
+
+
+def _facts(bundle: BundleRead, words: Words) -> list[tuple[str, str]]:
+    """The facts an approver looks for first, each on one line, from what the probes parsed."""
+    facts = bundle.facts
+    rows: list[tuple[str, str]] = []
+
+    def add(key: str, value: object) -> None:
+        if value not in (None, "", []):
+            rows.append((words.t(key), str(value)))
+
+    host = facts.host
+    if host is not None:
+        add("fact_node", host.node_name)
+        add("fact_os", host.os_release)
+        add("fact_kernel", host.kernel)
+    gpu = facts.gpu
+    if gpu is not None:
+        if gpu.driver_version:
+            add(
+                "fact_driver",
+                words.t(
+                    "fact_driver_value",
+                    version=gpu.driver_version,
+                    branch=gpu.driver_branch or "?",
+                    ceiling=gpu.cuda_ceiling or "?",
+                ),
+            )
+        by_name: dict[str, list[int | None]] = {}
+        for device in gpu.gpus:
+            by_name.setdefault(device.name, []).append(device.memory_total_mib)
+        add(
+            "fact_gpus",
+            ", ".join(
+                f"{len(memory)} \u00d7 {name}"
+                + (f" ({memory[0]} MiB)" if memory and memory[0] else "")
+                for name, memory in by_name.items()
+            ),
+        )
+    container = facts.container
+    if container is not None:
+        add("fact_image", container.image)
+        add("fact_image_cuda", container.image_cuda or container.image_require_cuda)
+        add(
+            "fact_container",
+            words.t(
+                "fact_container_value",
+                engine=container.engine,
+                version=container.engine_version or "",
+                status=container.status or "?",
+                code=container.exit_code if container.exit_code is not None else "?",
+            ),
+        )
+        runtime = ", ".join(
+            part
+            for part in (
+                container.runtime,
+                container.toolkit_version,
+                container.container_cli_version,
+            )
+            if part
+        )
+        add("fact_runtime", runtime)
+    pod = facts.kubernetes
+    if pod is not None:
+        add("fact_pod", f"{pod.namespace}/{pod.pod} ({pod.node or '?'})")
+    vllm = facts.vllm
+    if vllm is not None:
+        add("fact_vllm", " ".join(p for p in (vllm.version, vllm.origin, vllm.commit) if p))
+    communication = facts.communication
+    if communication is not None:
+        add("fact_nccl", communication.nccl_version)
+        add(
+            "fact_rdma",
+            ", ".join(
+                f"{p.device}:{p.port} {p.state or ''}".strip() for p in communication.rdma_ports
+            ),
+        )
+    files = facts.model_files
+    if files is not None:
+        add(
+            "fact_model",
+            words.t(
+                "fact_model_value",
+                model=files.model,
+                exists=words.yes_no(files.exists),
+                readable=words.yes_no(files.readable),
+            ),
+        )
+    return rows
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _run_view(read: RunRead, words: Words) -> RunView:
+    run = read.run
+    if run is None:
+        return RunView(read, None, words.t("unfinished"), None)
+    failed = next((r.name for r in run.rungs if r.status == "failed"), None)
+    if run.passed:
+        verdict = words.t("passed")
+    elif run.interrupted:
+        verdict = words.t("interrupted") + (f" ({failed})" if failed else "")
+    else:
+        verdict = words.t("failed") + (f" ({failed})" if failed else "")
+    view = RunView(read, run, verdict, run.passed)
+    view.ladder = ladder_chart(words.t("ladder"), _steps(run.rungs, words), words.seconds)
+    by_name = {rung.name: rung for rung in run.rungs}
+    concurrency = by_name.get("concurrency")
+    levels = concurrency.figures.get("levels") if concurrency else None
+    if isinstance(levels, dict) and levels:
+        rows = [(str(k), v) for k, v in levels.items() if isinstance(v, dict)]
+        rows.sort(key=lambda row: int(row[0]) if row[0].isdigit() else 0)
+        view.levels = rows
+        names = [name for name, _ in rows]
+        view.ttft = bar_chart(
+            words.t("ttft_chart"),
+            names,
+            [
+                Series(words.t("ttft_p50"), [_number(f.get("ttft_p50_s")) for _, f in rows], "p50"),
+                Series(words.t("ttft_p95"), [_number(f.get("ttft_p95_s")) for _, f in rows], "p95"),
+            ],
+            lambda v: f"{v:.3f}" if v < 1 else f"{v:.2f}",
+            words.t("seconds_axis"),
+        )
+        view.throughput = bar_chart(
+            words.t("throughput_chart"),
+            names,
+            [
+                Series(
+                    words.t("tokens_per_s"),
+                    [_number(f.get("output_tokens_per_s")) for _, f in rows],
+                    "throughput",
+                )
+            ],
+            lambda v: f"{v:.1f}" if v < 1000 else f"{v:.0f}",
+            words.t("tokens_axis"),
+        )
+    same = by_name.get("same_prefix")
+    figures = same.figures if same else {}
+    queries = _number(figures.get("queries")) or float(run.prefix_cache.queries)
+    hits = _number(figures.get("hits"))
+    if hits is None:
+        hits = float(run.prefix_cache.hits)
+    if queries or same is not None:
+        view.prefix = share_chart(
+            words.t("prefix_chart"),
+            [
+                (
+                    words.t("prefix_hits", hits=int(hits), queries=int(queries)),
+                    hits / queries if queries else None,
+                    "",
+                )
+            ],
+        )
+    first, repeats = (
+        _number(figures.get("ttft_first_s")),
+        _number(figures.get("ttft_repeats_p50_s")),
+    )
+    if first is not None or repeats is not None:
+        view.prefix_ttft = bar_chart(
+            words.t("ttft_prefix_chart"),
+            [words.t("ttft_first"), words.t("ttft_repeats")],
+            [Series(words.t("ttft_p50"), [first, repeats], "p50")],
+            lambda v: f"{v:.3f}",
+            words.t("seconds_axis"),
+        )
+    return view
+
+
+def _steps(rungs: Sequence[RungResult], words: Words) -> list[Step]:
+    """Every rung of the ladder in its order: those the run climbed with their status, the rest
+    as not run (a ladder stops at its first failure)."""
+    by_name = {rung.name: rung for rung in rungs}
+    steps = []
+    for name in RUNG_ORDER:
+        rung = by_name.get(name)
+        if rung is None:
+            steps.append(Step(name, "not-run", words.t("not_run"), None))
+        else:
+            steps.append(Step(name, rung.status, words.status(rung.status), rung.duration_s))
+    return steps
+
+
+def _prefix_check_chart(report: Any, words: Words) -> Markup:
+    return share_chart(
+        words.t("prefix_title"),
+        [
+            (words.t("reusable"), report.reusable_share, ""),
+            (words.t("reusable_if_fixed"), report.reusable_share_if_fixed, ""),
+        ],
+    )

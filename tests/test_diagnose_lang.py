@@ -1,0 +1,227 @@
+"""`diagnose --lang ko|ja` and the report speak the reader's language: the signature texts (the
+diagnosis' advice) and the sentences the analyzer composes come from the catalogs, the labels with
+them, while the JSON stays English (a machine contract). `knowledge check` fails, one line naming
+the file, when a text of the knowledge base lacks a translation or its translation has other
+{fields}."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+from cli import run_cli
+from markupsafe import escape
+
+from vllm_triage.case import Case
+from vllm_triage.diagnose import DiagnoseOptions, diagnose
+from vllm_triage.i18n import LOCALE_DIR, SIGNATURES_DOMAIN, Language, catalog
+from vllm_triage.knowledge import DATA_DIR, KnowledgeBase, load_knowledge
+from vllm_triage.knowledge.translations import translation_problems
+from vllm_triage.models import Diagnosis
+from vllm_triage.render.diagnosis import Words, localized, localized_finding
+from vllm_triage.render.markdown import diagnosis_markdown
+from vllm_triage.report import ReportOptions
+from vllm_triage.report import report as make_report
+from vllm_triage.ties import check_knowledge
+
+REPO = Path(__file__).parent.parent
+CORPUS = Path(__file__).parent / "data" / "corpus" / "logs"
+LOGS = [
+    REPO / "examples" / "kimi-k3-r575" / "vllm-serve.log",  # driver_too_old, facts cited
+    CORPUS / "kv_cache_insufficient__QwenLM_Qwen3_295.log",  # a signature with its estimate
+    CORPUS / "no_failure__vllm-project_vllm_45288.log",  # healthy: a summary composed in code
+]
+TRANSLATED: tuple[Language, ...] = ("ko", "ja")
+_SPACE = re.compile(r"\s+")
+
+
+@pytest.fixture(scope="module")
+def kb() -> KnowledgeBase:
+    return load_knowledge()
+
+
+def _signature_texts(kb: KnowledgeBase) -> set[str]:
+    """Every English sentence of the signatures and fact checks a reader could be shown."""
+    texts: set[str] = set()
+    for sig in kb.signatures:
+        texts.update([sig.summary, sig.explanation, *sig.next_steps, *sig.avoid])
+    for check in kb.fact_checks:
+        texts.update([check.summary, *check.next_steps, *check.avoid])
+    return texts
+
+
+def _flat(text: str) -> str:
+    """Text without whitespace or box drawing: the terminal wraps lines inside its panels."""
+    return _SPACE.sub("", re.sub(r"[│╭╮╰╯─┃┏┓┗┛━┡┩╇┳┻┣┫]", "", text))
+
+
+def _diagnosis(log: Path) -> Diagnosis:
+    return diagnose(DiagnoseOptions(logs=(str(log),)))
+
+
+@pytest.mark.parametrize("language", TRANSLATED)
+@pytest.mark.parametrize("log", LOGS, ids=lambda path: path.stem[:40])
+def test_diagnose_speaks_the_language(
+    kb: KnowledgeBase, log: Path, language: Language, tmp_path: Path
+) -> None:
+    english = _diagnosis(log)
+    tr = catalog(language)
+    expected = localized_finding(english.primary, Words(language))
+    # the summary is the catalog's: a signature's own summary translated as it is, a composed one
+    # sentence by sentence from its templates
+    assert expected.summary != english.primary.summary
+    signature = kb.signature((english.primary.rule or "").split(" ")[0])
+    if signature is not None:
+        assert expected.summary.startswith(tr(signature.summary))
+        assert expected.next_steps == [tr(step) for step in signature.next_steps]
+        assert expected.avoid == [tr(item) for item in signature.avoid]
+    else:
+        assert english.primary.wording is not None and english.primary.wording.summary
+
+    case = tmp_path / "case"
+    done = run_cli(
+        "diagnose", str(log), "--lang", language, "--format", "markdown", "--case", str(case)
+    )
+    assert done.exit_code == 0, done.stderr
+    text = run_cli("diagnose", str(log), "--lang", language, "--explain")
+    assert text.exit_code == 0, text.stderr
+    saved = (case / "diagnosis.md").read_text(encoding="utf-8")
+    for rendered in (done.stdout, saved):
+        assert expected.summary in rendered
+        for step in expected.next_steps + expected.avoid:
+            assert step in rendered
+        assert f"### {tr('Next steps')}" in rendered and f"### {tr('Do not')}" in rendered
+    assert _flat(expected.summary) in _flat(text.stdout)
+    for rendered in (done.stdout, saved, text.stdout):
+        shown = _flat(rendered)
+        leaked = [t for t in _signature_texts(kb) if _flat(t) in shown]
+        assert not leaked, f"{language}: English signature texts rendered: {leaked}"
+        assert "Next steps" not in rendered and "Evidence" not in rendered
+
+
+def test_composed_sentences_keep_their_english_and_translate_after(kb: KnowledgeBase) -> None:
+    """A composed summary is its template sentences filled with the same values in every language:
+    the English rendering of its wording is the summary the JSON holds."""
+    for log in LOGS:
+        result = _diagnosis(log)
+        for finding in [result.primary, *result.findings]:
+            if finding.wording is None:
+                continue
+            english = localized_finding(finding, Words("en"))
+            assert english.summary == finding.summary
+            assert " ".join(s.say() for s in finding.wording.summary) == finding.summary
+            for language in TRANSLATED:
+                said = localized_finding(finding, Words(language)).summary
+                for sentence in finding.wording.summary:
+                    for name, value in sentence.fields.items():
+                        if isinstance(value, str) and value.strip():
+                            assert value in said, (name, value, said)
+
+
+def test_json_is_the_same_in_every_language() -> None:
+    shown: dict[str, dict[str, object]] = {}
+    for language in ("en", "ko", "ja"):
+        done = run_cli("diagnose", str(LOGS[0]), "--lang", language, "--format", "json")
+        assert done.exit_code == 0, done.stderr
+        data = json.loads(done.stdout)
+        data.pop("created_at")
+        shown[language] = data
+    assert shown["ko"] == shown["en"] == shown["ja"]
+    assert "NVIDIA driver is older" in json.dumps(shown["ko"])
+
+
+def test_unknown_language_is_one_line_and_exit_2() -> None:
+    done = run_cli("diagnose", str(LOGS[0]), "--lang", "fr")
+    assert done.exit_code == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown language 'fr'" in lines[0], done.stderr
+
+
+def test_the_language_comes_from_the_locale_by_default() -> None:
+    done = run_cli("diagnose", str(LOGS[0]), "--format", "markdown", env={"LANG": "ja_JP.UTF-8"})
+    assert done.exit_code == 0, done.stderr
+    assert f"### {catalog('ja')('Next steps')}" in done.stdout
+
+
+def test_report_shows_the_diagnosis_in_its_language(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    result = _diagnosis(LOGS[2])
+    Case(case).save_diagnosis(result, diagnosis_markdown(result))
+    make_report(ReportOptions(case=case, lang="ko"))
+    page = (case / "report.html").read_text(encoding="utf-8")
+    expected = localized(result, "ko").primary
+    assert _flat(str(escape(expected.summary))) in _flat(page)
+    assert "Nothing failed." not in page
+
+
+# --- knowledge check: a text without its translations ----------------------------------------------
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    target = tmp_path / "data"
+    shutil.copytree(DATA_DIR, target)
+    return target
+
+
+def _edit_a_summary(data: Path, new: str) -> str:
+    """Give the first signature whose summary sits on one YAML line a new summary; its file."""
+    kb = load_knowledge(data)
+    for sig in kb.signatures:
+        relative = kb.signature_files.get(sig.id, "")
+        path = data / relative
+        text = path.read_text(encoding="utf-8")
+        line = f"    summary: {sig.summary}\n"
+        if relative and text.count(line) == 1:
+            path.write_text(text.replace(line, f"    summary: {new}\n"), encoding="utf-8")
+            return f"data/{relative}"
+    raise AssertionError("no signature summary on one line")
+
+
+def test_knowledge_check_fails_on_a_text_without_translations(data: Path) -> None:
+    assert translation_problems(load_knowledge(data)) == []
+    where = _edit_a_summary(data, "A summary no translator has seen yet.")
+    problems = check_knowledge(load_knowledge(data))
+    missing = [p for p in problems if " translation " in p]
+    assert len(missing) == 2, problems  # Korean and Japanese, one line each
+    for problem, language in zip(missing, TRANSLATED, strict=True):
+        assert "\n" not in problem
+        assert problem.startswith(f"{where}: signatures[")
+        assert f"no {language} translation in the signatures catalog" in problem
+        assert "'A summary no translator has seen yet.'" in problem
+
+
+def test_knowledge_check_fails_when_a_translation_has_other_fields(
+    data: Path, tmp_path: Path
+) -> None:
+    text = "Driver {driver} is below {needed}."
+    where = _edit_a_summary(data, text)
+    locale = tmp_path / "locale"
+    shutil.copytree(LOCALE_DIR, locale)
+    for language, translation in (("ko", "드라이버 {driver}가 {need}보다 낮습니다."), ("ja", None)):
+        po_path = LOCALE_DIR / language / "LC_MESSAGES" / f"{SIGNATURES_DOMAIN}.po"
+        with po_path.open("rb") as handle:
+            po = read_po(handle, locale=language)
+        po.add(text, translation or "ドライバー {driver} は {needed} より古いです。")
+        with (locale / language / "LC_MESSAGES" / f"{SIGNATURES_DOMAIN}.mo").open("wb") as handle:
+            write_mo(handle, po)
+    problems = translation_problems(load_knowledge(data), locale)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{where}: signatures[")
+    assert "the ko translation has other {fields}" in problems[0]
+
+
+def test_a_missing_catalog_is_one_line(data: Path, tmp_path: Path) -> None:
+    locale = tmp_path / "locale"
+    shutil.copytree(LOCALE_DIR, locale)
+    (locale / "ja" / "LC_MESSAGES" / f"{SIGNATURES_DOMAIN}.mo").unlink()
+    problems = translation_problems(load_knowledge(data), locale)
+    assert problems == [
+        "i18n/locale/ja/LC_MESSAGES/signatures.mo: no ja catalog of the knowledge base's texts "
+        "(run `make i18n` and translate)"
+    ]

@@ -1,0 +1,193 @@
+"""The knowledge cache: a run after the first loads the validated knowledge base from the user's
+cache folder; any change to what it was made from rebuilds it; a cache that is corrupt, foreign,
+not private to the user or in a folder that cannot be written is never trusted and never an
+error: the knowledge is validated from the files instead."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_triage.knowledge import DATA_DIR, KnowledgeBase, KnowledgeError, load_knowledge
+from vllm_triage.knowledge.cache import CACHE_FOLDER_NAME, cache_key, load_cached
+from vllm_triage.knowledge.loader import _load
+
+
+class Counting:
+    """The validating loader, counting how often the cache had to fall back on it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, root: Path) -> KnowledgeBase:
+        self.calls += 1
+        return _load(root)
+
+
+@pytest.fixture
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "cache-home"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / CACHE_FOLDER_NAME
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    target = tmp_path / "data"
+    shutil.copytree(DATA_DIR, target)
+    return target
+
+
+def _cache_file(folder: Path) -> Path:
+    files = list(folder.glob("knowledge-*.pickle"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_the_second_load_comes_from_the_cache(cache_home: Path, data: Path) -> None:
+    build = Counting()
+    first = load_cached(data, build, KnowledgeBase)
+    second = load_cached(data, build, KnowledgeBase)
+    assert build.calls == 1
+    assert second == first == _load(data)
+    assert second.recipes["kimi-k3"].tool_calls.flags == first.recipes["kimi-k3"].tool_calls.flags
+    assert oct(cache_home.stat().st_mode & 0o777) == "0o700"
+    assert oct(_cache_file(cache_home).stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_data_edit_rebuilds_the_cache(cache_home: Path, data: Path) -> None:
+    build = Counting()
+    load_cached(data, build, KnowledgeBase)
+    key = cache_key(data)
+    gpus = data / "gpus.csv"
+    gpus.write_text(gpus.read_text().replace("^Tesla T4$", "^Tesla T4( PCIe)?$"))
+    assert cache_key(data) != key
+    kb = load_cached(data, build, KnowledgeBase)
+    assert build.calls == 2
+    assert kb.gpu("Tesla T4 PCIe") is not None
+    assert (
+        load_cached(data, build, KnowledgeBase).gpu("Tesla T4 PCIe") is not None
+        and build.calls == 2
+    )
+
+
+def test_a_broken_edit_is_an_error_whatever_the_cache_holds(cache_home: Path, data: Path) -> None:
+    load_cached(data, Counting(), KnowledgeBase)
+    gpus = data / "gpus.csv"
+    gpus.write_text(gpus.read_text() + "Broken,^X$,8.0\n")
+    with pytest.raises(KnowledgeError, match="wrong number of columns"):
+        load_cached(data, Counting(), KnowledgeBase)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2]),
+        lambda path: path.write_bytes(b"not a cache at all"),
+        lambda path: path.write_bytes(path.read_bytes().replace(b"vllm-triage", b"other-tool", 1)),
+    ],
+    ids=["truncated", "garbage", "foreign header"],
+)
+def test_a_damaged_cache_is_rebuilt(cache_home: Path, data: Path, damage) -> None:
+    build = Counting()
+    load_cached(data, build, KnowledgeBase)
+    damage(_cache_file(cache_home))
+    assert load_cached(data, build, KnowledgeBase) == _load(data)
+    assert build.calls == 2
+    load_cached(data, build, KnowledgeBase)
+    assert build.calls == 2  # rewritten whole
+
+
+class _Planted:
+    """A pickle that, when loaded, leaves a mark: what an attacker would put in a cache."""
+
+    def __init__(self, mark: Path) -> None:
+        self.mark = mark
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.mkdir, (str(self.mark),))
+
+
+def _plant(path: Path, mark: Path, key: str) -> None:
+    path.write_bytes(
+        b"vllm-triage knowledge cache 1\n" + key.encode() + b"\n" + pickle.dumps(_Planted(mark))
+    )
+
+
+def test_a_cache_whose_key_does_not_match_is_never_unpickled(
+    cache_home: Path, data: Path, tmp_path: Path
+) -> None:
+    load_cached(data, Counting(), KnowledgeBase)
+    mark = tmp_path / "unpickled"
+    _plant(_cache_file(cache_home), mark, "0" * 64)
+    build = Counting()
+    load_cached(data, build, KnowledgeBase)
+    assert build.calls == 1 and not mark.exists()
+
+
+@pytest.mark.parametrize("target", ["folder", "file"])
+def test_a_cache_others_may_write_is_not_trusted(
+    cache_home: Path, data: Path, tmp_path: Path, target: str
+) -> None:
+    load_cached(data, Counting(), KnowledgeBase)
+    path = _cache_file(cache_home)
+    mark = tmp_path / "unpickled"
+    _plant(path, mark, cache_key(data))  # the right key: only the permissions stand in the way
+    (cache_home if target == "folder" else path).chmod(0o777 if target == "folder" else 0o666)
+    build = Counting()
+    assert load_cached(data, build, KnowledgeBase) == _load(data)
+    assert build.calls == 1 and not mark.exists()
+
+
+def test_a_symbolic_link_in_place_of_the_cache_is_not_followed(
+    cache_home: Path, data: Path, tmp_path: Path
+) -> None:
+    load_cached(data, Counting(), KnowledgeBase)
+    path = _cache_file(cache_home)
+    elsewhere = tmp_path / "elsewhere.pickle"
+    mark = tmp_path / "unpickled"
+    _plant(elsewhere, mark, cache_key(data))
+    path.unlink()
+    path.symlink_to(elsewhere)
+    build = Counting()
+    load_cached(data, build, KnowledgeBase)
+    assert build.calls == 1 and not mark.exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_means_validating(
+    tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    build = Counting()
+    assert load_cached(data, build, KnowledgeBase) == load_cached(data, build, KnowledgeBase)
+    assert build.calls == 2
+
+
+def test_a_command_start_reads_no_knowledge_file_from_a_warm_cache(tmp_path: Path) -> None:
+    """In a fresh process with a warm cache, the packaged knowledge loads without reading YAML,
+    compiling RE2 or validating (the models' validators are not even built)."""
+    probe = (
+        "import sys; from vllm_triage.knowledge import load_knowledge; kb = load_knowledge(); "
+        "from vllm_triage.knowledge.schema import Signature; "
+        "print(len(kb.signatures), Signature.__pydantic_complete__, "
+        "sorted(m for m in ('yaml', 're2') if m in sys.modules))"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+        )
+        return done.stdout.strip()
+
+    count = len(load_knowledge(cached=False).signatures)
+    assert run() == f"{count} True ['re2', 'yaml']"  # cold: validated, then cached
+    assert run() == f"{count} False []"  # warm: no validator was even built
