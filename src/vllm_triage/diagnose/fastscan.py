@@ -15,7 +15,10 @@ fully understand is not guessed at: the whole pattern set then stays with RE2.
 Each expression reports at most one match per scan call (HS_FLAG_SINGLEMATCH), in order of end
 offset; the callback stops the scan at the first match of a pattern that is still active, and the
 next call starts at the next line. Patterns switched off meanwhile cost one report per call at
-most, so the database never has to be compiled again while a file is read.
+most, so the database, made for the groups active when it is compiled, is compiled again only
+when groups are switched back on (a restart in the log). A database takes a few tenths of a
+second to compile: it is kept in the user's cache folder, under the knowledge cache's rules, for
+the next run on a log of the same kind.
 """
 
 from __future__ import annotations
@@ -123,6 +126,10 @@ def byte_superset(pattern: str) -> str | None:
     return "".join(out)
 
 
+class FastFailed(Exception):
+    """Hyperscan failed while scanning (the scan goes on with RE2)."""
+
+
 class FastFinder:
     """A compiled Hyperscan database over a list of patterns (ids are their indexes)."""
 
@@ -187,14 +194,19 @@ class FastFinder:
 
         # the stub says bytes or str; the extension takes any buffer (no copy of the block)
         data: Any = view[start:end]
-        with contextlib.suppress(self._hs.ScanTerminated):
+        try:
             self._database.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        except self._hs.ScanTerminated:
+            pass
+        except self._hs.error as exc:
+            raise FastFailed(str(exc)) from exc
         return start + found[0] if found else None
 
 
 class FastCompile:
     """Compiles a FastFinder in a background thread (Hyperscan releases the GIL while it
-    compiles), so that the first megabytes are read with RE2 meanwhile."""
+    compiles): meanwhile the reading thread reads ahead, or, after a restart in the log, RE2
+    searches on."""
 
     def __init__(self, patterns: Mapping[int, str]):
         self._patterns = dict(patterns)

@@ -29,9 +29,12 @@ BLOCK_SIZE = 8 << 20
 MAX_LINE_BYTES = 64 << 10
 EVIDENCE_CHARS = 400
 TAIL_LINES = 8
-# Within a block, the prefilter is compiled again (after groups were switched off) only when at
-# least this much of the block is left to search.
+# After groups were switched off, the combined RE2 pattern is compiled again (a new DFA to build,
+# tens of milliseconds for the knowledge's patterns) only once the old one has proposed this many
+# lines that only switched-off groups match, and when at least RECOMPILE_MIN_BYTES of the block
+# are left to search.
 RECOMPILE_MIN_BYTES = 1 << 20
+RECOMPILE_AFTER_REFUSED = 64
 # Inputs larger than this are read ahead by other threads and searched with Hyperscan (its
 # database takes a few tenths of a second to compile: not worth it for a small log).
 PARALLEL_MIN_BYTES = 8 << 20
@@ -188,16 +191,18 @@ class Prefilter:
         self._on = [True] * len(patterns)
         self._regex: Any = None
         self._regex_keys: frozenset[str] = frozenset()
+        self._refused = 0
         self._fast: FastFinder | None = None
         self._fast_keys: frozenset[str] = frozenset()
         self._compiling: FastCompile | None = None
         self._compiling_keys: frozenset[str] = frozenset()
+        self._broken = False
         self._view: memoryview | None = None
         self._view_of: bytes | None = None
-        self.generation = 0
 
     @property
     def active(self) -> bool:
+        """Whether any group is still looked for."""
         return bool(self._active)
 
     @property
@@ -213,24 +218,27 @@ class Prefilter:
     @property
     def regex(self) -> object | None:
         """The compiled alternation of the active groups (None when nothing is left to look for)."""
+        if self._regex_keys != self._active:
+            self._regex = None
         regex: object | None = self._regex_for(RECOMPILE_MIN_BYTES + 1)
         return regex
 
     def deactivate(self, key: str) -> None:
+        """Stop looking for a group (it has told what it could: a milestone seen, enough
+        evidence); an unknown or inactive key is ignored."""
         if key in self._active:
             self._active.discard(key)
             for index in self._indexes.get(key, ()):
                 self._on[index] = False
-            self.generation += 1
 
     def activate(self, keys: Iterable[str]) -> None:
+        """Look for these groups again (the start-up milestones after a restart)."""
         added = (set(keys) & set(self._groups)) - self._active
         if added:
             self._active |= added
             for key in added:
                 for index in self._indexes.get(key, ()):
                     self._on[index] = True
-            self.generation += 1
 
     def wanted(self, line: bytes) -> bool:
         """Whether RE2 finds a pattern of an active group in this raw line."""
@@ -243,7 +251,7 @@ class Prefilter:
         `wait`); RE2 finds the candidates until it is ready, and for good if it cannot be had."""
         from vllm_triage.diagnose.fastscan import FastCompile
 
-        if self._compiling is None and self._fast is None and self._active:
+        if self._compiling is None and self._fast is None and self._active and not self._broken:
             chosen = {i: self._patterns[i] for i, on in enumerate(self._on) if on}
             self._compiling = FastCompile(chosen)
             self._compiling_keys = frozenset(self._active)
@@ -282,12 +290,18 @@ class Prefilter:
     def _next_fast(
         self, fast: FastFinder, buf: bytes, position: int, end: int
     ) -> tuple[int, int] | None:
+        from vllm_triage.diagnose.fastscan import FastFailed  # imported with the finder
+
         if self._view_of is not buf:
             self.release()
             self._view, self._view_of = memoryview(buf), buf
         assert self._view is not None
         while position < end:
-            found = fast.first_end(self._view, position, end, self._on)
+            try:
+                found = fast.first_end(self._view, position, end, self._on)
+            except FastFailed:
+                self._fast, self._broken = None, True  # RE2 from here on, same results
+                return self._next_re2(buf, position, end)
             if found is None:
                 return None
             line = _line_at(buf, position, found, end)
@@ -301,12 +315,14 @@ class Prefilter:
     def _regex_for(self, remaining: int) -> Any:
         """The combined pattern of the active groups. After groups were switched off, the one
         compiled before still finds every candidate (and some lines `wanted` then refuses): it is
-        compiled again only when enough is left to read for that to pay. After groups were
-        switched on, it is compiled again at once."""
+        compiled again only when those refusals add up and enough is left to read for that to
+        pay. After groups were switched on, it is compiled again at once."""
         outdated = self._regex is not None and self._regex_keys != self._active
-        if outdated and (not self._active <= self._regex_keys or remaining > RECOMPILE_MIN_BYTES):
+        costly = self._refused >= RECOMPILE_AFTER_REFUSED and remaining > RECOMPILE_MIN_BYTES
+        if outdated and (not self._active <= self._regex_keys or costly):
             self._regex = None
         if self._regex is None and self._active:
+            self._refused = 0
             patterns = [self._patterns[i] for i, on in enumerate(self._on) if on]
             # (?m): ^ and $ mean a line's start and end, as in grep, not the block's.
             alternation = "|".join(f"(?:{p})" for p in patterns)
@@ -329,6 +345,7 @@ class Prefilter:
                 return None
             if self._regex_keys == self._active or self.wanted(buf[start:stop]):
                 return start, stop
+            self._refused += 1
             position = stop + 1
         return None
 
@@ -342,6 +359,7 @@ Chunk = tuple[bytes, int, int, list[int] | None]
 
 
 def _marks(buf: bytes, lo: int, hi: int) -> list[int]:
+    """The line marks of buf[lo:hi] (see Chunk)."""
     marks = [0]
     total = 0
     for at in range(lo, hi, MARK_BYTES):
