@@ -613,7 +613,8 @@ def test_a_host_root_without_name_or_kernel_is_not_this_machine(
     /etc/hostname or kernel release is recorded as unknown with a note, never this machine's."""
     for name in ("etc/hostname", "proc/sys/kernel/osrelease"):
         (k3_host.root / name).unlink(missing_ok=True)
-    result = collect(_k3_options(k3_host, tmp_path), runner=k3_host.runner())
+    options = _k3_options(k3_host, tmp_path, case=tmp_path / "triage")
+    result = collect(options, runner=k3_host.runner())
     with open_bundle(result.folder) as bundle:
         assert bundle.facts.host is not None
         assert bundle.facts.host.node_name == "unknown" != platform.node()
