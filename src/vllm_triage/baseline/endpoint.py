@@ -14,14 +14,13 @@ import base64
 import json
 import time
 from collections.abc import Iterable
-from contextvars import ContextVar
 from typing import Any
 from urllib.parse import quote
 
-import httpcore
 import httpx
 
 from vllm_triage.baseline.models import EndpointCheck
+from vllm_triage.deadline_http import DeadlineTransport, deadline_scope
 from vllm_triage.safejson import JsonError, parse_json
 
 PROMPT = "Name three primary colours, separated by commas."
@@ -35,8 +34,6 @@ _CONNECT_S = 5.0
 _MASK = "[redacted]"
 _MIN_SECRET = 4
 
-_DEADLINE: ContextVar[float | None] = ContextVar("baseline_deadline", default=None)
-
 
 class _Failed(Exception):
     """The request gave no usable answer; the message is one line."""
@@ -44,75 +41,6 @@ class _Failed(Exception):
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
-
-
-def _left(timeout: float | None, error: type[httpcore.TimeoutException]) -> float | None:
-    deadline = _DEADLINE.get()
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise error("the deadline passed")
-    return left if timeout is None else min(timeout, left)
-
-
-class _Stream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
-        left = _left(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._inner.start_tls(ssl_context, server_hostname, left))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _Backend(httpcore.NetworkBackend):
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
-        self._inner = inner
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        left = _left(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._inner.connect_tcp(host, port, left, local_address, socket_options))
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        left = _left(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._inner.connect_unix_socket(path, left, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
-def _transport() -> httpx.HTTPTransport:
-    """httpx's own transport (proxies from the environment, TLS) over the deadline backend."""
-    transport = httpx.HTTPTransport()
-    # Every httpcore pool keeps the backend it hands to new connections in this attribute.
-    transport._pool._network_backend = _Backend(transport._pool._network_backend)
-    return transport
 
 
 def public_url(url: str) -> str:
@@ -159,17 +87,19 @@ def short_request(
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     deadline = time.monotonic() + deadline_s
-    token = _DEADLINE.set(deadline)
     started: float | None = None
     try:
-        with httpx.Client(
-            base_url=base,
-            headers=headers,
-            auth=httpx.BasicAuth(*basic) if basic else None,
-            timeout=httpx.Timeout(deadline_s, connect=min(_CONNECT_S, deadline_s)),
-            transport=_transport(),
-            follow_redirects=False,
-        ) as client:
+        with (
+            deadline_scope(deadline),
+            httpx.Client(
+                base_url=base,
+                headers=headers,
+                auth=httpx.BasicAuth(*basic) if basic else None,
+                timeout=httpx.Timeout(deadline_s, connect=min(_CONNECT_S, deadline_s)),
+                transport=DeadlineTransport(),
+                follow_redirects=False,
+            ) as client,
+        ):
             if model is None:
                 model = _first_model(_get_json(client, "GET", "/v1/models", None))
             body = {
@@ -204,8 +134,6 @@ def short_request(
             seconds=round(time.monotonic() - started, 3) if started is not None else None,
             error=mask(" ".join(reason.split()))[:ERROR_CHARS],
         )
-    finally:
-        _DEADLINE.reset(token)
 
 
 def _get_json(client: httpx.Client, method: str, path: str, body: dict[str, Any] | None) -> Any:

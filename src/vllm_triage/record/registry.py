@@ -4,7 +4,7 @@ a token is fetched from the realm without credentials, then the list again with 
 the Link header's pages.
 
 Everything that comes from the registry is hostile input: the whole exchange ends by one total
-deadline (every socket operation clamped to it, vllm_triage.validate.transport), every body is
+deadline (every socket operation clamped to it, vllm_triage.deadline_http), every body is
 read within a cap, pages and tags are counted, and the token is kept in memory only. Any failure
 is a RegistryError with one line saying what went wrong; the caller reports the trigger as
 unknown, never as an error of the command.
@@ -19,10 +19,10 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from vllm_triage.deadline_http import DeadlineTransport, deadline_scope
 from vllm_triage.errors import InputError
 from vllm_triage.safejson import parse_json
 from vllm_triage.validate.body import BodyError, read_body
-from vllm_triage.validate.transport import DeadlineTransport, deadline_scope
 
 DEFAULT_DEADLINE_S = 20.0
 MAX_PAGE_BYTES = 4 * 1024**2

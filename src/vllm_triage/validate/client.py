@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from vllm_triage.deadline_http import DeadlineTransport, deadline_scope
 from vllm_triage.safejson import JsonError, parse_json
 from vllm_triage.validate import wire
 from vllm_triage.validate.body import (
@@ -30,7 +31,6 @@ from vllm_triage.validate.body import (
 )
 from vllm_triage.validate.credentials import Credentials
 from vllm_triage.validate.models import RequestRecord
-from vllm_triage.validate.transport import DeadlineTransport, deadline_scope
 
 _CONNECT_TIMEOUT = 5.0
 _REQUEST_CAP = 600.0

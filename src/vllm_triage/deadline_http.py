@@ -1,4 +1,5 @@
-"""A total deadline for every request of `validate`, enforced on each socket operation.
+"""A total deadline for a request (validate's rungs, baseline's short request, record check's
+registry calls), enforced on each socket operation.
 
 httpx's timeouts bound each read, so a server that trickles one byte a second keeps a request
 alive for ever. Here the network backend under httpx clamps every connect, read and write to the
@@ -101,8 +102,10 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 class DeadlineTransport(httpx.HTTPTransport):
     """httpx's own transport (pool, proxies from the environment, TLS) over the deadline backend."""
 
-    def __init__(self, limits: httpx.Limits) -> None:
-        super().__init__(limits=limits)
+    def __init__(self, limits: httpx.Limits | None = None) -> None:
+        # No limits given: httpx's own defaults.
+        default = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        super().__init__(limits=limits or default)
         # httpx builds its httpcore pool without a backend argument; every httpcore pool (direct,
         # HTTP or SOCKS proxy) keeps the backend it hands to new connections in this attribute.
         self._pool._network_backend = _DeadlineBackend(self._pool._network_backend)
