@@ -7,7 +7,7 @@ machine falls on all of them alike), in a temporary working folder (diagnose may
 folder there) with a temporary cache folder (XDG_CACHE_HOME) for the knowledge cache:
 
     python -c pass                                                  the reference
-    python -c 'import typer, pydantic, rich'                        the libraries' floor
+    python -c 'import click, pydantic, rich'                        the libraries' floor
     vllm-triage --help                                              target <= 0.20 s
     vllm-triage compat --driver 575.57.08 --cuda 13.0               target <= 0.25 s
     vllm-triage diagnose examples/kimi-k3-r575/vllm-serve.log       target <= 0.25 s
@@ -44,10 +44,10 @@ K3_IMAGE_CONFIG = ROOT / "tests" / "data" / "image-configs" / "vllm-openai-cu130
 
 
 # What a command that prints a verdict needs before any of the tool's code runs: the CLI framework
-# (typer builds its parameters through pydantic), the models, the terminal output.
+# (click), the models (pydantic), the terminal output (rich).
 _LIBRARIES = (
     "import os; os.environ.setdefault('PYDANTIC_DISABLE_PLUGINS', '__all__'); "
-    "import typer, typer._adapters, rich.console, rich.table, rich.panel; "
+    "import click, rich.console, rich.table, rich.panel; "
     "from pydantic import BaseModel, Field"
 )
 
@@ -66,7 +66,7 @@ def _commands(triage: str) -> list[Command]:
         # A second reference: what the libraries every command stands on cost to import, before
         # the tool does anything (the part of a command's time the tool cannot cut by itself).
         Command(
-            "python -c 'import typer, pydantic, rich'",
+            "python -c 'import click, pydantic, rich'",
             [sys.executable, "-c", _LIBRARIES],
             None,
         ),

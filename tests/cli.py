@@ -1,5 +1,6 @@
-"""The one way tests run the command line: in-process, through typer's CliRunner on the real
+"""The one way tests run the command line: in-process, through click's CliRunner on the real
 root command (which maps every error to one line and an exit code, as the console script does).
+Standard output and standard error come back apart (click 8.2.1 and later keep them apart).
 
 Each call gets its own case folder ($VLLM_TRIAGE_CASE, a fresh temporary folder removed after the
 call) unless the test names one (--case, or `env`), so no test writes ./triage where it runs.
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from vllm_triage.cli import app
 

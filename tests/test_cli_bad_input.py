@@ -292,3 +292,16 @@ def test_json_file_line_deeply_nested(tmp_path: Path) -> None:
     result = run_cli("diagnose", "container.log", "--format", "json", cwd=tmp_path)
     assert "Traceback" not in result.stdout + result.stderr, result.stderr[-2000:]
     assert result.exit_code == EXIT_OK
+
+
+@pytest.mark.parametrize("args", [(), ("case",), ("knowledge",), ("fleet",)])
+def test_a_bare_command_shows_its_help_whole(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """No subcommand: the usage error's code (2) with the group's help as it reads in --help, one
+    entry per line (not squeezed into one error line)."""
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Usage: ")
+    assert "Commands:" in lines
+    assert sum(line.startswith("  ") for line in lines) >= 2

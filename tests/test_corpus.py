@@ -33,6 +33,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from vllm_triage.diagnose import DiagnoseOptions, diagnose
@@ -217,7 +218,7 @@ def _without_source(
             if sources - {source} or source not in sources or independent:
                 kept.append(pattern)
         if kept:
-            signatures.append(sig.model_copy(update={"patterns": kept}))
+            signatures.append(msgspec.structs.replace(sig, patterns=kept))
     return dataclasses.replace(kb, signatures=signatures)
 
 

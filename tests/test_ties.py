@@ -9,10 +9,11 @@ import ast
 import re
 import shutil
 from pathlib import Path
+from typing import Annotated, get_args, get_origin
 
+import msgspec
 import pytest
 from fakehost import FakeHost
-from pydantic import BaseModel
 
 from vllm_triage.collect import CollectOptions, collect
 from vllm_triage.diagnose import DiagnoseOptions, diagnose
@@ -228,18 +229,20 @@ def _modules() -> list[tuple[str, ast.Module]]:
     ]
 
 
-def _fields_of(model: type[BaseModel] | None, chain: list[str]) -> str:
+def _fields_of(model: type[msgspec.Struct] | None, chain: list[str]) -> str:
     """The part of an attribute chain that reads fields (`driver_note.strip` reads driver_note)."""
     fields = []
     for name in chain:
-        field = model.model_fields.get(name) if model is not None else None
-        if field is None:
+        types = {f.name: f.type for f in msgspec.structs.fields(model)} if model else {}
+        if name not in types:
             break
         fields.append(name)
-        annotation = field.annotation
+        annotation = types[name]
+        if get_origin(annotation) is Annotated:  # constraints: msgspec.Meta
+            annotation = get_args(annotation)[0]
         model = (
             annotation
-            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct)
             else None
         )
     return ".".join(fields)

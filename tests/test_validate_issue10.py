@@ -278,7 +278,7 @@ def test_bad_start_input_on_the_command_line(tmp_path: Path) -> None:
         (["--starts", "2"], "--starts needs --start-cmd FILE"),
         (
             ["--start-cmd", str(command), "--starts", "x"],
-            "'--starts': Input should be a valid integer",
+            "'--starts': 'x' is not a valid integer",
         ),
     ]
     for args, message in cases:

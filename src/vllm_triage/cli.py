@@ -3,10 +3,13 @@ needs when it runs, so `--help` and the small commands start fast. Exit codes ar
 live in vllm_triage.errors (0 ok, 1 no-go, 2 bad input, 3 broken knowledge, 70 a bug, 130
 interrupted); every error a user sees is one line on stderr, whichever way the command ends.
 
-No `from __future__ import annotations` here: typer reads every command's annotations at each
-start, and evaluating them once when the module loads costs a fraction of typer evaluating them
-from strings (names only needed for type checking are quoted instead).
+Plain click: it parses and converts the arguments itself, so a start loads no pydantic for the
+command line (a command loads it only when its library does) and `--help` loads click alone.
+Options that several commands share (--case, --format, --lang, the image's registry and
+platform) are defined once, below, as decorators.
 """
+
+from __future__ import annotations
 
 import atexit
 import gc
@@ -14,17 +17,16 @@ import os
 import sys
 
 # Pydantic looks for plugins in every installed distribution's entry points the first time it
-# builds a schema (a fifth of a second on a full environment); the tool uses none, and typer turns
-# them off for its own adapters the same way. Before any pydantic import, and only if unset.
+# builds a schema (a fifth of a second on a full environment); the tool uses none. Before any
+# pydantic import, and only if unset.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-import typer
-from typer.core import TyperGroup
+import click
 
 from vllm_triage import __version__
 from vllm_triage.errors import (
@@ -43,20 +45,61 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from vllm_triage.i18n import Language
+    from vllm_triage.models import Diagnosis
     from vllm_triage.validate import ValidateResult
 
 Model = TypeVar("Model", bound="BaseModel")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 TRACEBACK_ENV = "VLLM_TRIAGE_TRACEBACK"
 # A launch command is a few KiB; Linux caps a whole command line (and environment) at 2 MiB.
 MAX_TEXT_ARGUMENT_BYTES = 2 * 1024**2
 
 
-class _OneLineErrors(TyperGroup):
-    """The root command: every way a command can fail ends in one line and a documented code,
-    the same under the console script and under typer's CliRunner (tests run it in-process)."""
+class _ReaderLeft(Exception):
+    """Standard output's reader went away (`vllm-triage ... | head`): not an OSError, so that
+    click's own handling of a closed pipe (exit 1) does not take it."""
 
-    def main(  # type: ignore[override]
+
+class _Argument(click.Argument):
+    """A positional argument with a help text, which _Command lists under Arguments (click
+    before 8.5 takes no help for an argument; kept apart from 8.5's own so that --help reads
+    the same on every click)."""
+
+    def __init__(self, param_decls: Sequence[str], text: str, **attrs: Any) -> None:
+        super().__init__(param_decls, **attrs)
+        self.text = text
+
+
+class _Command(click.Command):
+    """A command whose --help lists its arguments, with their help, above its options."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (param.make_metavar(ctx), param.text)
+            for param in self.get_params(ctx)
+            if isinstance(param, _Argument)
+        ]
+        if rows:
+            with formatter.section("Arguments"):
+                formatter.write_dl(rows)
+        super().format_options(ctx, formatter)
+
+
+class _Group(click.Group):
+    """A group of _Commands, listed in --help in the order they are defined (not sorted)."""
+
+    command_class = _Command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+class _OneLineErrors(_Group):
+    """The root command: every way a command can fail ends in one line and a documented code,
+    the same under the console script and under click's CliRunner (tests run it in-process)."""
+
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
@@ -68,12 +111,15 @@ class _OneLineErrors(TyperGroup):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except TriageError as exc:
             _fail(str(exc), exc.exit_code)
-        except (KeyboardInterrupt, typer.Abort):
+        except (KeyboardInterrupt, click.Abort):
             _fail("interrupted", EXIT_INTERRUPTED)
-        except BrokenPipeError:  # `vllm-triage ... | head`: the reader left, nothing is wrong
-            sys.stderr.close()
+        except _ReaderLeft:  # the reader left: nothing is wrong, and nothing more to flush
+            _quiet_stdout()
             sys.exit(EXIT_OK)
-        except typer.TyperException as exc:  # usage: unknown option, missing argument
+        except click.exceptions.NoArgsIsHelpError as exc:  # a bare command: its help, whole
+            print(exc.format_message(), file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:  # usage: unknown option, missing argument
             _fail(f"{exc.format_message()} (see --help)", exc.exit_code)
         except Exception as exc:  # a bug: still one line for the user, the traceback on request
             if os.environ.get(TRACEBACK_ENV):
@@ -85,48 +131,82 @@ class _OneLineErrors(TyperGroup):
             )
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
+    # Help and the commands write while these run; click would turn a closed pipe into exit 1.
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError as exc:
+            raise _ReaderLeft from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise _ReaderLeft from exc
+
 
 def _fail(message: str, code: int) -> NoReturn:
     print(f"vllm-triage: error: {' '.join(message.split())}", file=sys.stderr)
     sys.exit(code)
 
 
-# Help is plain text (rich_markup_mode=None): typer's rich help imports rich's markdown, syntax
-# and traceback modules, which would double the time `--help` takes.
-app = typer.Typer(
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that the flush at exit has nowhere to fail."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no file descriptor (in-process tests)
+        pass
+
+
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        print(f"vllm-triage {__version__}")
+        ctx.exit()
+
+
+# Every option shows its default in --help (show_default, which each command inherits).
+@click.group(
     name="vllm-triage",
-    help="Triage vLLM bring-up failures: driver thresholds, log diagnosis, recovery.",
     cls=_OneLineErrors,
+    help="Triage vLLM bring-up failures: driver thresholds, log diagnosis, recovery.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    context_settings={"show_default": True},
 )
-knowledge_app = typer.Typer(
-    help="Inspect and validate the knowledge base.", no_args_is_help=True, rich_markup_mode=None
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Print the version.",
 )
-app.add_typer(knowledge_app, name="knowledge")
-case_app = typer.Typer(
-    help="The case folder: what it holds, the next step.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+def app() -> None:
+    """vllm-triage: freeze the evidence, find the cause, plan the recovery."""
+
+
+# The groups are added to the root after its commands (see the end), so --help lists them last.
+knowledge_app = _Group(
+    "knowledge", help="Inspect and validate the knowledge base.", no_args_is_help=True
 )
-app.add_typer(case_app, name="case")
-baseline_app = typer.Typer(
-    help="A node's state before a change, compared after it.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+case_app = _Group(
+    "case", help="The case folder: what it holds, the next step.", no_args_is_help=True
 )
-app.add_typer(baseline_app, name="baseline")
-fleet_app = typer.Typer(
+baseline_app = _Group(
+    "baseline", help="A node's state before a change, compared after it.", no_args_is_help=True
+)
+fleet_app = _Group(
+    "fleet",
     help="Which GPU nodes can run an image, in which waves to change the rest; the tool across "
     "many hosts.",
     no_args_is_help=True,
-    rich_markup_mode=None,
 )
-app.add_typer(fleet_app, name="fleet")
-# Where the commands that make an artifact write it (vllm_triage.case.case_folder decides).
-_CASE = "Default: $VLLM_TRIAGE_CASE, else ./triage."
 
 
 class OutputFormat(StrEnum):
@@ -135,11 +215,50 @@ class OutputFormat(StrEnum):
     markdown = "markdown"
 
 
+# Paths are taken as given: each library says what is wrong with one, in its own words.
+_PATH = click.Path(path_type=Path, readable=False)
+# Where the commands that make an artifact write it (vllm_triage.case.case_folder decides).
+_CASE = "Default: $VLLM_TRIAGE_CASE, else ./triage."
+_LANG_HELP = "Language of the output: en, ko or ja (default: $VLLM_TRIAGE_LANG, else the locale)."
+
+
+def _argument(*decls: str, help: str, **attrs: Any) -> Callable[[_F], _F]:
+    """A positional argument shown with its help under Arguments in --help."""
+    return click.argument(*decls, cls=_Argument, text=help, **attrs)
+
+
+def _case_option(help: str) -> Callable[[_F], _F]:
+    """--case DIR: the case folder, with what the command reads from or writes into it."""
+    return click.option("--case", type=_PATH, metavar="DIR", help=f"{help} {_CASE}")
+
+
+def _to_format(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> OutputFormat | None:
+    return None if value is None else OutputFormat(value)
+
+
+def _format_option(default: OutputFormat | None = OutputFormat.text) -> Callable[[_F], _F]:
+    """--format text|json|markdown, passed on as an OutputFormat."""
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice([member.value for member in OutputFormat]),
+        default=None if default is None else default.value,
+        callback=_to_format,
+    )
+
+
+def _lang_option(help: str = _LANG_HELP) -> Callable[[_F], _F]:
+    """--lang: the language of the text and markdown output."""
+    return click.option("--lang", help=help)
+
+
 def _emit(
-    artifact: "BaseModel",
+    artifact: BaseModel,
     output_format: OutputFormat,
     markdown: Callable[[Any], str],
-    renderable: "Callable[[Any], RenderableType]",
+    renderable: Callable[[Any], RenderableType],
 ) -> None:
     """Print an artifact as JSON (for scripts), markdown (for tickets) or rich text (for people);
     the foreign text it quotes is made printable first (no surrogates, no terminal controls)."""
@@ -154,49 +273,31 @@ def _emit(
         _console().print(renderable(safe))
 
 
-def _console(stderr: bool = False) -> "Console":
+def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
-def _version(value: bool) -> None:
-    if value:
-        print(f"vllm-triage {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
-    ] = False,
-) -> None:
-    """vllm-triage: freeze the evidence, find the cause, plan the recovery."""
-
-
 # --image on any command: the config from the local engine or the registry (vllm_triage.image).
-RegistryAuthOption = Annotated[
-    Path | None,
-    typer.Option(
-        metavar="FILE",
-        help="Docker config.json whose auths hold credentials for a private registry "
-        "(read, never written or printed).",
-    ),
-]
-PlatformOption = Annotated[
-    str | None,
-    typer.Option(
-        metavar="OS/ARCH",
-        help="Platform to pick from a multi-arch image, e.g. linux/arm64 (default: this host's).",
-    ),
-]
+_registry_auth_option = click.option(
+    "--registry-auth",
+    type=_PATH,
+    metavar="FILE",
+    help="Docker config.json whose auths hold credentials for a private registry "
+    "(read, never written or printed).",
+)
+_platform_option = click.option(
+    "--platform",
+    metavar="OS/ARCH",
+    help="Platform to pick from a multi-arch image, e.g. linux/arm64 (default: this host's).",
+)
 
 
 @contextmanager
 def _image_inputs(
     image: str | None, image_config: Path | None, registry_auth: Path | None, platform: str | None
-) -> "Iterator[tuple[Path | None, str | None]]":
+) -> Iterator[tuple[Path | None, str | None]]:
     """The (image config file, image reference) a command passes on: --image resolved once
     (vllm_triage.image.image_inputs; the image package is imported only then), with a line on
     stderr saying where its config came from, pinned to its digest, and any warning."""
@@ -214,27 +315,28 @@ def _image_inputs(
 
 
 @app.command()
+@click.option("--driver", required=True, help="Host NVIDIA driver version, e.g. 575.57.08.")
+@click.option("--cuda", help="CUDA of the build, e.g. 13.0 or cu130.")
+@click.option("--gpu", help='GPU name as nvidia-smi prints it, e.g. "NVIDIA H100 80GB HBM3".')
+@click.option("--image-config", type=_PATH, help="Image config JSON (docker image inspect output).")
+@click.option(
+    "--image",
+    metavar="REF",
+    help="Image reference, e.g. vllm/vllm-openai:kimi-k3: its config from the local "
+    "engine or the registry (the tag only as a fallback).",
+)
+@_registry_auth_option
+@_platform_option
+@_format_option()
 def compat(
-    driver: Annotated[str, typer.Option(help="Host NVIDIA driver version, e.g. 575.57.08.")],
-    cuda: Annotated[str | None, typer.Option(help="CUDA of the build, e.g. 13.0 or cu130.")] = None,
-    gpu: Annotated[
-        str | None,
-        typer.Option(help='GPU name as nvidia-smi prints it, e.g. "NVIDIA H100 80GB HBM3".'),
-    ] = None,
-    image_config: Annotated[
-        Path | None, typer.Option(help="Image config JSON (docker image inspect output).")
-    ] = None,
-    image: Annotated[
-        str | None,
-        typer.Option(
-            metavar="REF",
-            help="Image reference, e.g. vllm/vllm-openai:kimi-k3: its config from the local "
-            "engine or the registry (the tag only as a fallback).",
-        ),
-    ] = None,
-    registry_auth: RegistryAuthOption = None,
-    platform: PlatformOption = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    driver: str,
+    cuda: str | None,
+    gpu: str | None,
+    image_config: Path | None,
+    image: str | None,
+    registry_auth: Path | None,
+    platform: str | None,
+    output_format: OutputFormat,
 ) -> None:
     """Can a CUDA build run on this driver? compatible / conditional / forward_compat_only / incompatible."""
     from vllm_triage.diagnose import CompatOptions
@@ -246,54 +348,57 @@ def compat(
         verdict = compat_verdict(CompatOptions(driver, cuda, gpu, *found))
     _emit(verdict, output_format, compat_markdown, compat_renderable)
     if verdict.verdict in ("forward_compat_only", "incompatible"):
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
 @app.command()
+@click.option("--container", help="Name or id of the failed container (never restarted).")
+@click.option("--pod", help="Name of the failed pod.")
+@click.option("--namespace", "-n", default="default", help="The pod's namespace.")
+@click.option("--log", type=_PATH, multiple=True, help="A log file to include (repeatable).")
+@click.option("--launch-cmd", help="File with the launch command, or - for stdin.")
+@click.option("--image", help="Image reference, for its config.")
+@click.option("--model-path", help="Model folder (as the container sees it, if any).")
+@_case_option("Case folder: the bundle goes into its bundles/.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    help="Seconds the probes may take; the whole run, bundle written, ends within this plus 10 s.",
+)
+@click.option(
+    "--probe-image/--no-probe-image",
+    default=False,
+    help="Start a throwaway container without GPUs to read torch/vLLM versions.",
+)
+@click.option(
+    "--host-root",
+    type=_PATH,
+    default=Path("/"),
+    help="Where the host's / is mounted (e.g. /host in a node debug pod).",
+)
+@click.option("--engine", help="Container engine: docker or podman (default: found).")
+@click.option(
+    "--show-commands/--no-show-commands",
+    default=False,
+    help="Print the allow-list of commands collect may run, and exit.",
+)
+@_format_option()
 def collect(
-    container: Annotated[
-        str | None, typer.Option(help="Name or id of the failed container (never restarted).")
-    ] = None,
-    pod: Annotated[str | None, typer.Option(help="Name of the failed pod.")] = None,
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="The pod's namespace.")] = (
-        "default"
-    ),
-    log: Annotated[
-        list[Path] | None, typer.Option(help="A log file to include (repeatable).")
-    ] = None,
-    launch_cmd: Annotated[
-        str | None, typer.Option(help="File with the launch command, or - for stdin.")
-    ] = None,
-    image: Annotated[str | None, typer.Option(help="Image reference, for its config.")] = None,
-    model_path: Annotated[
-        str | None, typer.Option(help="Model folder (as the container sees it, if any).")
-    ] = None,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR", help="Case folder: the bundle goes into its bundles/. " + _CASE
-        ),
-    ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds the probes may take; the whole run, bundle written, ends within this plus 10 s."
-        ),
-    ] = 10.0,
-    probe_image: Annotated[
-        bool,
-        typer.Option(help="Start a throwaway container without GPUs to read torch/vLLM versions."),
-    ] = False,
-    host_root: Annotated[
-        Path, typer.Option(help="Where the host's / is mounted (e.g. /host in a node debug pod).")
-    ] = Path("/"),
-    engine: Annotated[
-        str | None, typer.Option(help="Container engine: docker or podman (default: found).")
-    ] = None,
-    show_commands: Annotated[
-        bool, typer.Option(help="Print the allow-list of commands collect may run, and exit.")
-    ] = False,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    container: str | None,
+    pod: str | None,
+    namespace: str,
+    log: tuple[Path, ...],
+    launch_cmd: str | None,
+    image: str | None,
+    model_path: str | None,
+    case: Path | None,
+    timeout: float,
+    probe_image: bool,
+    host_root: Path,
+    engine: str | None,
+    show_commands: bool,
+    output_format: OutputFormat,
 ) -> None:
     """Freeze the evidence of a failed start once, redacted, into a bundle (folder + .tar.gz)."""
     from vllm_triage.case import case_folder
@@ -310,7 +415,7 @@ def collect(
         container=container,
         pod=pod,
         namespace=namespace,
-        logs=tuple(log or ()),
+        logs=log,
         launch_cmd=_read_text_argument(launch_cmd, "--launch-cmd"),
         image=image,
         model_path=model_path,
@@ -343,52 +448,52 @@ def _read_text_argument(value: str | None, option: str) -> str | None:
 
 
 @app.command()
+@_argument("logs", nargs=-1, help="Log files of the failed start; - for stdin.")
+@click.option("--driver", help="Host NVIDIA driver version.")
+@click.option("--image-cuda", help="CUDA of the image, e.g. 13.0.")
+@click.option("--gpu", help="GPU name as nvidia-smi prints it.")
+@click.option("--recipe", help="Model recipe, e.g. kimi-k3.")
+@click.option("--image-config", type=_PATH, help="Image config JSON, for the image's CUDA.")
+@click.option(
+    "--image",
+    metavar="REF",
+    help="Image reference, for the image's CUDA: its config from the local engine or "
+    "the registry (the tag only as a fallback).",
+)
+@_registry_auth_option
+@_platform_option
+@click.option(
+    "--bundle",
+    type=_PATH,
+    help="A collect bundle (folder, .tar.gz, or a case folder) to read.",
+)
+@_case_option(
+    "Case folder: the diagnosis goes into its diagnosis.json and .md (an earlier one "
+    "into history/); with no logs and no --bundle, its newest bundle is read."
+)
+@_format_option()
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also print the decision: every rule that matched, its tier and phase, and why "
+    "the primary cause won over each other candidate (JSON always carries it).",
+)
+@_lang_option("Language of the text and markdown: en, ko or ja (default: the locale).")
 def diagnose(
-    logs: Annotated[
-        list[str] | None, typer.Argument(help="Log files of the failed start; - for stdin.")
-    ] = None,
-    driver: Annotated[str | None, typer.Option(help="Host NVIDIA driver version.")] = None,
-    image_cuda: Annotated[str | None, typer.Option(help="CUDA of the image, e.g. 13.0.")] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU name as nvidia-smi prints it.")] = None,
-    recipe: Annotated[str | None, typer.Option(help="Model recipe, e.g. kimi-k3.")] = None,
-    image_config: Annotated[
-        Path | None, typer.Option(help="Image config JSON, for the image's CUDA.")
-    ] = None,
-    image: Annotated[
-        str | None,
-        typer.Option(
-            metavar="REF",
-            help="Image reference, for the image's CUDA: its config from the local engine or "
-            "the registry (the tag only as a fallback).",
-        ),
-    ] = None,
-    registry_auth: RegistryAuthOption = None,
-    platform: PlatformOption = None,
-    bundle: Annotated[
-        Path | None,
-        typer.Option(help="A collect bundle (folder, .tar.gz, or a case folder) to read."),
-    ] = None,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: the diagnosis goes into its diagnosis.json and .md (an earlier one "
-            "into history/); with no logs and no --bundle, its newest bundle is read. " + _CASE,
-        ),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
-    explain: Annotated[
-        bool,
-        typer.Option(
-            "--explain",
-            help="Also print the decision: every rule that matched, its tier and phase, and why "
-            "the primary cause won over each other candidate (JSON always carries it).",
-        ),
-    ] = False,
-    lang: Annotated[
-        str | None,
-        typer.Option(help="Language of the text and markdown: en, ko or ja (default: the locale)."),
-    ] = None,
+    logs: tuple[str, ...],
+    driver: str | None,
+    image_cuda: str | None,
+    gpu: str | None,
+    recipe: str | None,
+    image_config: Path | None,
+    image: str | None,
+    registry_auth: Path | None,
+    platform: str | None,
+    bundle: Path | None,
+    case: Path | None,
+    output_format: OutputFormat,
+    explain: bool,
+    lang: str | None,
 ) -> None:
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""
     from functools import partial
@@ -398,14 +503,13 @@ def diagnose(
     from vllm_triage.diagnose import diagnose as diagnose_logs
     from vllm_triage.i18n import resolve_language
     from vllm_triage.render.markdown import diagnosis_markdown
-    from vllm_triage.render.text import diagnosis_renderable
 
     language = resolve_language(lang)
     folder = case_folder(case)
     chosen = None if image_cuda else image
     with _image_inputs(chosen, image_config, registry_auth, platform) as (config, reference):
         options = DiagnoseOptions(
-            tuple(logs or ()), driver, image_cuda, gpu, recipe, config, reference, bundle, folder
+            logs, driver, image_cuda, gpu, recipe, config, reference, bundle, folder
         )
         result = _for_the_case(diagnose_logs(options))
     written = Case(folder).save_diagnosis(result, diagnosis_markdown(result, language=language))
@@ -413,9 +517,16 @@ def diagnose(
         result,
         output_format,
         partial(diagnosis_markdown, explain=explain, language=language),
-        partial(diagnosis_renderable, explain=explain, language=language),
+        partial(_diagnosis_text, explain=explain, language=language),
     )
     _say_saved(output_format, written)
+
+
+def _diagnosis_text(diagnosis: Diagnosis, explain: bool, language: Language) -> RenderableType:
+    """The terminal rendering, imported only for text output (rich is not needed for JSON)."""
+    from vllm_triage.render.text import diagnosis_renderable
+
+    return diagnosis_renderable(diagnosis, explain=explain, language=language)
 
 
 def _for_the_case(artifact: Model) -> Model:
@@ -429,42 +540,44 @@ def _for_the_case(artifact: Model) -> Model:
 
 def _say_saved(output_format: OutputFormat, paths: Sequence[Path]) -> None:
     """Where the artifact went, under the text output (JSON and markdown stay pure)."""
-    from rich.text import Text
-
-    from vllm_triage.inputs import display_name
-
     if output_format is OutputFormat.text:
+        from rich.text import Text
+
+        from vllm_triage.inputs import display_name
+
         _console().print(Text(f"case     {', '.join(display_name(p) for p in paths)}"))
 
 
 @app.command("prefix-check")
+@_argument(
+    "requests",
+    metavar="REQUESTS.jsonl",
+    help="OpenAI chat request bodies, one a line; - for stdin.",
+)
+@click.option(
+    "--launch-cmd",
+    metavar="FILE|-",
+    help="The launch command, to check prefix caching is on.",
+)
+@click.option(
+    "--tokenizer",
+    metavar="PATH",
+    help="Local tokenizer folder: tokens with the model's chat template.",
+)
+@click.option(
+    "--trust-remote-code/--no-trust-remote-code",
+    default=False,
+    help="Let the tokenizer folder run its own code (e.g. Kimi's).",
+)
+@_case_option("Case folder: the report goes into its prefix-check/.")
+@_format_option()
 def prefix_check(
-    requests: Annotated[
-        str,
-        typer.Argument(
-            metavar="REQUESTS.jsonl", help="OpenAI chat request bodies, one a line; - for stdin."
-        ),
-    ],
-    launch_cmd: Annotated[
-        str | None,
-        typer.Option(metavar="FILE|-", help="The launch command, to check prefix caching is on."),
-    ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(
-            metavar="PATH", help="Local tokenizer folder: tokens with the model's chat template."
-        ),
-    ] = None,
-    trust_remote_code: Annotated[
-        bool, typer.Option(help="Let the tokenizer folder run its own code (e.g. Kimi's).")
-    ] = False,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR", help="Case folder: the report goes into its prefix-check/. " + _CASE
-        ),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    requests: str,
+    launch_cmd: str | None,
+    tokenizer: str | None,
+    trust_remote_code: bool,
+    case: Path | None,
+    output_format: OutputFormat,
 ) -> None:
     """Why a sample of requests would not share the prefix cache, and the share they could."""
     from vllm_triage.case import Case, case_folder
@@ -488,73 +601,79 @@ def prefix_check(
 
 
 @app.command("capacity")
+@click.option("--model", required=True, metavar="PATH", help="Model folder, or its config.json.")
+@click.option(
+    "--weights-bytes",
+    type=int,
+    metavar="N",
+    help="The weights' total bytes (default: model.safetensors.index.json, the "
+    "*.safetensors files, or the config's parameter count).",
+)
+@click.option("--gpu", metavar="NAME", help='GPU model, e.g. B200, "H100 80GB", "NVIDIA H100 NVL".')
+@click.option(
+    "--gpu-count", type=int, metavar="N", help="GPUs there are (default: what the launch uses)."
+)
+@click.option(
+    "--gpu-memory-gib",
+    type=float,
+    metavar="GIB",
+    help="One GPU's memory, for a GPU not in the table.",
+)
+@click.option(
+    "--bundle",
+    type=_PATH,
+    help="A collect bundle (or case folder): its GPUs, launch and model size.",
+)
+@click.option(
+    "--launch-cmd",
+    metavar="FILE|-",
+    help="The vLLM launch command; the flags below override it.",
+)
+@click.option("--tensor-parallel-size", "-tp", type=int, metavar="N")
+@click.option("--pipeline-parallel-size", "-pp", type=int, metavar="N")
+@click.option("--data-parallel-size", "-dp", type=int, metavar="N")
+@click.option("--decode-context-parallel-size", "-dcp", type=int, metavar="N")
+@click.option("--enable-expert-parallel/--no-enable-expert-parallel", default=None)
+@click.option("--max-model-len", type=int, metavar="N", help="Default: the model's own maximum.")
+@click.option("--gpu-memory-utilization", type=float, metavar="F", help="Default: 0.9, as vLLM.")
+@click.option("--kv-cache-dtype", metavar="D", help="auto (the model's dtype), fp8, ...")
+@click.option("--quantization", metavar="METHOD", help="Online quantisation, e.g. fp8.")
+@click.option("--dtype", metavar="D", help="Default: auto.")
+@click.option(
+    "--kv-cache-memory-bytes",
+    type=int,
+    metavar="N",
+    help="The KV cache per GPU, given outright.",
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=1,
+    metavar="N",
+    help="Requests of --max-model-len at once.",
+)
+@_format_option()
 def capacity_command(
-    model: Annotated[str, typer.Option(metavar="PATH", help="Model folder, or its config.json.")],
-    weights_bytes: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            help="The weights' total bytes (default: model.safetensors.index.json, the "
-            "*.safetensors files, or the config's parameter count).",
-        ),
-    ] = None,
-    gpu: Annotated[
-        str | None,
-        typer.Option(metavar="NAME", help='GPU model, e.g. B200, "H100 80GB", "NVIDIA H100 NVL".'),
-    ] = None,
-    gpu_count: Annotated[
-        int | None,
-        typer.Option(metavar="N", help="GPUs there are (default: what the launch uses)."),
-    ] = None,
-    gpu_memory_gib: Annotated[
-        float | None,
-        typer.Option(metavar="GIB", help="One GPU's memory, for a GPU not in the table."),
-    ] = None,
-    bundle: Annotated[
-        Path | None,
-        typer.Option(help="A collect bundle (or case folder): its GPUs, launch and model size."),
-    ] = None,
-    launch_cmd: Annotated[
-        str | None,
-        typer.Option(
-            metavar="FILE|-", help="The vLLM launch command; the flags below override it."
-        ),
-    ] = None,
-    tensor_parallel_size: Annotated[
-        int | None, typer.Option("--tensor-parallel-size", "-tp", metavar="N")
-    ] = None,
-    pipeline_parallel_size: Annotated[
-        int | None, typer.Option("--pipeline-parallel-size", "-pp", metavar="N")
-    ] = None,
-    data_parallel_size: Annotated[
-        int | None, typer.Option("--data-parallel-size", "-dp", metavar="N")
-    ] = None,
-    decode_context_parallel_size: Annotated[
-        int | None, typer.Option("--decode-context-parallel-size", "-dcp", metavar="N")
-    ] = None,
-    enable_expert_parallel: Annotated[
-        bool | None, typer.Option("--enable-expert-parallel/--no-enable-expert-parallel")
-    ] = None,
-    max_model_len: Annotated[
-        int | None, typer.Option(metavar="N", help="Default: the model's own maximum.")
-    ] = None,
-    gpu_memory_utilization: Annotated[
-        float | None, typer.Option(metavar="F", help="Default: 0.9, as vLLM.")
-    ] = None,
-    kv_cache_dtype: Annotated[
-        str | None, typer.Option(metavar="D", help="auto (the model's dtype), fp8, ...")
-    ] = None,
-    quantization: Annotated[
-        str | None, typer.Option(metavar="METHOD", help="Online quantisation, e.g. fp8.")
-    ] = None,
-    dtype: Annotated[str | None, typer.Option(metavar="D", help="Default: auto.")] = None,
-    kv_cache_memory_bytes: Annotated[
-        int | None, typer.Option(metavar="N", help="The KV cache per GPU, given outright.")
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option(metavar="N", help="Requests of --max-model-len at once.")
-    ] = 1,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    model: str,
+    weights_bytes: int | None,
+    gpu: str | None,
+    gpu_count: int | None,
+    gpu_memory_gib: float | None,
+    bundle: Path | None,
+    launch_cmd: str | None,
+    tensor_parallel_size: int | None,
+    pipeline_parallel_size: int | None,
+    data_parallel_size: int | None,
+    decode_context_parallel_size: int | None,
+    enable_expert_parallel: bool | None,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    kv_cache_dtype: str | None,
+    quantization: str | None,
+    dtype: str | None,
+    kv_cache_memory_bytes: int | None,
+    concurrency: int,
+    output_format: OutputFormat,
 ) -> None:
     """Will the model fit? Weights per GPU, KV bytes per token, KV tokens, max context (an estimate)."""
     from vllm_triage.capacity import CapacityOptions, capacity
@@ -584,61 +703,68 @@ def capacity_command(
     estimate = capacity(options)
     _emit(estimate, output_format, capacity_markdown, capacity_renderable)
     if estimate.verdict == "does_not_fit":
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
 @app.command("preflight")
+@click.option("--image", metavar="REF", help="The image the server will run.")
+@click.option(
+    "--image-config",
+    type=_PATH,
+    metavar="FILE",
+    help="The image's config (docker image inspect, or OCI).",
+)
+@click.option(
+    "--registry-auth",
+    type=_PATH,
+    metavar="FILE",
+    help="A docker config.json for a private registry.",
+)
+@click.option("--recipe", help="Model recipe, e.g. kimi-k3 (default: the launch's model's).")
+@click.option("--profile", help="The recipe's serving profile (default: its default).")
+@click.option("--launch-cmd", metavar="FILE|-", help="The vLLM launch command.")
+@click.option(
+    "--model-path", type=_PATH, metavar="PATH", help="The model folder, as this node sees it."
+)
+@click.option(
+    "--container-user",
+    metavar="UID[:GID]",
+    help="The server's user (default: the launch's --user, the image's User, root).",
+)
+@click.option("--driver", help="Host driver version (default: nvidia-smi).")
+@click.option("--gpu", help="GPU name (default: nvidia-smi).")
+@click.option("--gpu-count", type=int, metavar="N", help="GPUs on the node (default: nvidia-smi).")
+@click.option(
+    "--shm-size",
+    metavar="SIZE",
+    help="The container's /dev/shm, e.g. 16g (default: statvfs).",
+)
+@click.option("--transport", help="rdma or nvlink, for the all-to-all backend (default: detected).")
+@click.option(
+    "--host-root",
+    type=_PATH,
+    default=Path("/"),
+    help="Where the host's / is mounted (for /dev, /etc/cdi, /sys).",
+)
+@click.option("--timeout", type=float, default=15.0, help="Seconds each host command may take.")
+@_format_option()
 def preflight_command(
-    image: Annotated[
-        str | None, typer.Option(metavar="REF", help="The image the server will run.")
-    ] = None,
-    image_config: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="The image's config (docker image inspect, or OCI)."),
-    ] = None,
-    registry_auth: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="A docker config.json for a private registry."),
-    ] = None,
-    recipe: Annotated[
-        str | None, typer.Option(help="Model recipe, e.g. kimi-k3 (default: the launch's model's).")
-    ] = None,
-    profile: Annotated[
-        str | None, typer.Option(help="The recipe's serving profile (default: its default).")
-    ] = None,
-    launch_cmd: Annotated[
-        str | None, typer.Option(metavar="FILE|-", help="The vLLM launch command.")
-    ] = None,
-    model_path: Annotated[
-        Path | None, typer.Option(metavar="PATH", help="The model folder, as this node sees it.")
-    ] = None,
-    container_user: Annotated[
-        str | None,
-        typer.Option(
-            metavar="UID[:GID]",
-            help="The server's user (default: the launch's --user, the image's User, root).",
-        ),
-    ] = None,
-    driver: Annotated[
-        str | None, typer.Option(help="Host driver version (default: nvidia-smi).")
-    ] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU name (default: nvidia-smi).")] = None,
-    gpu_count: Annotated[
-        int | None, typer.Option(metavar="N", help="GPUs on the node (default: nvidia-smi).")
-    ] = None,
-    shm_size: Annotated[
-        str | None,
-        typer.Option(metavar="SIZE", help="The container's /dev/shm, e.g. 16g (default: statvfs)."),
-    ] = None,
-    transport: Annotated[
-        str | None,
-        typer.Option(help="rdma or nvlink, for the all-to-all backend (default: detected)."),
-    ] = None,
-    host_root: Annotated[
-        Path, typer.Option(help="Where the host's / is mounted (for /dev, /etc/cdi, /sys).")
-    ] = Path("/"),
-    timeout: Annotated[float, typer.Option(help="Seconds each host command may take.")] = 15.0,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    image: str | None,
+    image_config: Path | None,
+    registry_auth: Path | None,
+    recipe: str | None,
+    profile: str | None,
+    launch_cmd: str | None,
+    model_path: Path | None,
+    container_user: str | None,
+    driver: str | None,
+    gpu: str | None,
+    gpu_count: int | None,
+    shm_size: str | None,
+    transport: str | None,
+    host_root: Path,
+    timeout: float,
+    output_format: OutputFormat,
 ) -> None:
     """Before a start: go (exit 0) or no-go (exit 1, one line per failed check and what to do)."""
     from vllm_triage.preflight import PreflightOptions, preflight
@@ -670,93 +796,106 @@ def preflight_command(
     else:
         print(preflight_text(result), end="")
     if not result.go:
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
 @app.command()
+@_argument("url", help="The server, e.g. http://127.0.0.1:8000.")
+@click.option("--model", help="Model id (default: the first served).")
+@click.option(
+    "--target-context",
+    type=int,
+    help="Prompt tokens for rung 3 (default: max_model_len - output).",
+)
+@click.option("--max-concurrency", type=int, default=8, help="Highest level of the ramp.")
+@click.option("--recipe", help="Model recipe, e.g. kimi-k3.")
+@click.option(
+    "--profile", help="The recipe's serving profile, e.g. pd-decode (default: its default)."
+)
+@click.option("--api-key-env", help="Environment variable that holds the API key.")
+@_case_option("Case folder: the run (records and summary) goes into its runs/<UTC>/.")
+@click.option(
+    "--keep-going/--no-keep-going", default=False, help="Run every rung, even after a failure."
+)
+@click.option("--launch-cmd", help="File with the launch command (prefix caching, multi-node).")
+@click.option("--multi-node/--no-multi-node", default=False, help="Run the multi-node rung.")
+@click.option(
+    "--log",
+    type=_PATH,
+    multiple=True,
+    help="Server log to check for NCCL errors (multi-node).",
+)
+@click.option("--transport", help="rdma or nvlink: the all-to-all transport (multi-node).")
+@click.option("--nccl-test", help="An NCCL test command to run and parse (multi-node).")
+@click.option(
+    "--deadline",
+    multiple=True,
+    metavar="RUNG=SECONDS",
+    help="A rung's total deadline (repeatable; RUNG `all` sets every rung). Defaults: "
+    + ", ".join(f"{name} {seconds:g}" for name, seconds in DEFAULT_DEADLINES.items())
+    + ".",
+)
+@click.option(
+    "--loose-tools/--no-loose-tools",
+    default=False,
+    help="Send the tools without `strict: true`, as most agents do (default: strict).",
+)
+@click.option(
+    "--start-cmd",
+    metavar="FILE",
+    help="File with the command that starts the server (run without a shell; NAME=VALUE "
+    "words before it set its environment). validate starts the server --starts times, "
+    "times each engine initialisation, stops it (SIGTERM, then SIGKILL), diagnoses a "
+    "failed start, and runs the ladder on the last start. Use it only on a node you name "
+    "as isolated (no service traffic): it starts and stops a server there.",
+)
+@click.option(
+    "--starts",
+    type=int,
+    metavar="N",
+    help="How many starts with --start-cmd (default 1, at most 20).",
+)
+@click.option(
+    "--start-deadline",
+    type=float,
+    default=1200.0,
+    metavar="SECONDS",
+    help="Per start: the most seconds until /health answers.",
+)
+@click.option(
+    "--compare-endpoint",
+    metavar="URL",
+    help="A second endpoint (e.g. the isolated environment against the upgraded node): "
+    "the same requests replayed against it, the rungs side by side in the summary.",
+)
+@click.option(
+    "--compare-api-key-env",
+    help="Environment variable with the second endpoint's API key (its own).",
+)
+@_format_option()
 def validate(
-    url: Annotated[str, typer.Argument(help="The server, e.g. http://127.0.0.1:8000.")],
-    model: Annotated[str | None, typer.Option(help="Model id (default: the first served).")] = None,
-    target_context: Annotated[
-        int | None, typer.Option(help="Prompt tokens for rung 3 (default: max_model_len - output).")
-    ] = None,
-    max_concurrency: Annotated[int, typer.Option(help="Highest level of the ramp.")] = 8,
-    recipe: Annotated[str | None, typer.Option(help="Model recipe, e.g. kimi-k3.")] = None,
-    profile: Annotated[
-        str | None,
-        typer.Option(help="The recipe's serving profile, e.g. pd-decode (default: its default)."),
-    ] = None,
-    api_key_env: Annotated[
-        str | None, typer.Option(help="Environment variable that holds the API key.")
-    ] = None,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: the run (records and summary) goes into its runs/<UTC>/. " + _CASE,
-        ),
-    ] = None,
-    keep_going: Annotated[bool, typer.Option(help="Run every rung, even after a failure.")] = False,
-    launch_cmd: Annotated[
-        str | None, typer.Option(help="File with the launch command (prefix caching, multi-node).")
-    ] = None,
-    multi_node: Annotated[bool, typer.Option(help="Run the multi-node rung.")] = False,
-    log: Annotated[
-        list[Path] | None, typer.Option(help="Server log to check for NCCL errors (multi-node).")
-    ] = None,
-    transport: Annotated[
-        str | None, typer.Option(help="rdma or nvlink: the all-to-all transport (multi-node).")
-    ] = None,
-    nccl_test: Annotated[
-        str | None, typer.Option(help="An NCCL test command to run and parse (multi-node).")
-    ] = None,
-    deadline: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="RUNG=SECONDS",
-            help="A rung's total deadline (repeatable; RUNG `all` sets every rung). Defaults: "
-            + ", ".join(f"{name} {seconds:g}" for name, seconds in DEFAULT_DEADLINES.items())
-            + ".",
-        ),
-    ] = None,
-    loose_tools: Annotated[
-        bool,
-        typer.Option(
-            help="Send the tools without `strict: true`, as most agents do (default: strict)."
-        ),
-    ] = False,
-    start_cmd: Annotated[
-        str | None,
-        typer.Option(
-            metavar="FILE",
-            help="File with the command that starts the server (run without a shell; NAME=VALUE "
-            "words before it set its environment). validate starts the server --starts times, "
-            "times each engine initialisation, stops it (SIGTERM, then SIGKILL), diagnoses a "
-            "failed start, and runs the ladder on the last start. Use it only on a node you name "
-            "as isolated (no service traffic): it starts and stops a server there.",
-        ),
-    ] = None,
-    starts: Annotated[
-        int | None,
-        typer.Option(metavar="N", help="How many starts with --start-cmd (default 1, at most 20)."),
-    ] = None,
-    start_deadline: Annotated[
-        float,
-        typer.Option(metavar="SECONDS", help="Per start: the most seconds until /health answers."),
-    ] = 1200.0,
-    compare_endpoint: Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL",
-            help="A second endpoint (e.g. the isolated environment against the upgraded node): "
-            "the same requests replayed against it, the rungs side by side in the summary.",
-        ),
-    ] = None,
-    compare_api_key_env: Annotated[
-        str | None,
-        typer.Option(help="Environment variable with the second endpoint's API key (its own)."),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    url: str,
+    model: str | None,
+    target_context: int | None,
+    max_concurrency: int,
+    recipe: str | None,
+    profile: str | None,
+    api_key_env: str | None,
+    case: Path | None,
+    keep_going: bool,
+    launch_cmd: str | None,
+    multi_node: bool,
+    log: tuple[Path, ...],
+    transport: str | None,
+    nccl_test: str | None,
+    deadline: tuple[str, ...],
+    loose_tools: bool,
+    start_cmd: str | None,
+    starts: int | None,
+    start_deadline: float,
+    compare_endpoint: str | None,
+    compare_api_key_env: str | None,
+    output_format: OutputFormat,
 ) -> None:
     """Prove a running server works, rung by rung; exit 0 all passed, 1 a rung failed (or a
     start, or the compared endpoint), 2 bad input or unreachable server."""
@@ -781,10 +920,10 @@ def validate(
         keep_going=keep_going,
         launch_cmd=_read_text_argument(launch_cmd, "--launch-cmd"),
         multi_node=multi_node,
-        logs=tuple(log or ()),
+        logs=log,
         transport=transport,
         nccl_test=nccl_test,
-        deadlines=parse_deadlines(deadline or ()),
+        deadlines=parse_deadlines(deadline),
         loose_tools=loose_tools,
         start_cmd=_read_text_argument(start_cmd, "--start-cmd"),
         starts=starts,
@@ -821,13 +960,13 @@ def validate(
         raise KeyboardInterrupt from None
     _print_validation(result, output_format)
     if result.unreachable:
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
     comparison = result.run.comparison
     if not result.run.passed or (comparison is not None and not comparison.both_passed):
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
-def _print_validation(result: "ValidateResult", output_format: OutputFormat) -> None:
+def _print_validation(result: ValidateResult, output_format: OutputFormat) -> None:
     from vllm_triage.render.validate import validate_markdown, validate_renderable
 
     if output_format is OutputFormat.json:
@@ -840,17 +979,11 @@ def _print_validation(result: "ValidateResult", output_format: OutputFormat) -> 
         _console().print(validate_renderable(result))
 
 
-_LANG_HELP = "Language of the output: en, ko or ja (default: $VLLM_TRIAGE_LANG, else the locale)."
-
-
 @case_app.command("show")
-def case_show(
-    folder: Annotated[
-        Path | None, typer.Argument(metavar="[DIR]", help="The case folder. " + _CASE)
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
-    lang: Annotated[str | None, typer.Option(help=_LANG_HELP)] = None,
-) -> None:
+@_argument("folder", type=_PATH, required=False, metavar="[DIR]", help="The case folder. " + _CASE)
+@_format_option()
+@_lang_option()
+def case_show(folder: Path | None, output_format: OutputFormat, lang: str | None) -> None:
     """What the case holds (each artifact, when, its verdict) and the runbook's next step; an
     artifact that cannot be read is listed as unreadable, the rest still shown (the JSON is in
     English whatever --lang says)."""
@@ -870,46 +1003,55 @@ def case_show(
 
 
 @baseline_app.command("capture")
+@click.option(
+    "--label",
+    required=True,
+    help="Name of this baseline, e.g. before (letters, digits, . _ -).",
+)
+@click.option("--container", help="The existing model's container: its image's NCCL and its log.")
+@click.option(
+    "--log",
+    type=_PATH,
+    multiple=True,
+    help="The existing model's log, for NCCL's version and transport.",
+)
+@click.option(
+    "--endpoint",
+    help="A model serving on the node, e.g. http://127.0.0.1:8000: one short request.",
+)
+@click.option("--model", help="Model id for --endpoint (default: the first served).")
+@click.option("--api-key-env", help="Environment variable that holds --endpoint's API key.")
+@click.option(
+    "--endpoint-timeout",
+    type=float,
+    default=60.0,
+    help="Seconds the short request may take, all told.",
+)
+@_case_option("Case folder: into its baselines/<label>/.")
+@click.option("--timeout", type=float, default=10.0, help="Seconds the probes may take.")
+@click.option(
+    "--host-root",
+    type=_PATH,
+    default=Path("/"),
+    help="Where the host's / is mounted (e.g. /host in a node debug pod).",
+)
+@click.option("--engine", help="Container engine: docker or podman (default: found).")
+@_format_option()
+@_lang_option()
 def baseline_capture(
-    label: Annotated[
-        str, typer.Option(help="Name of this baseline, e.g. before (letters, digits, . _ -).")
-    ],
-    container: Annotated[
-        str | None,
-        typer.Option(help="The existing model's container: its image's NCCL and its log."),
-    ] = None,
-    log: Annotated[
-        list[Path] | None,
-        typer.Option(help="The existing model's log, for NCCL's version and transport."),
-    ] = None,
-    endpoint: Annotated[
-        str | None,
-        typer.Option(
-            help="A model serving on the node, e.g. http://127.0.0.1:8000: one short request."
-        ),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Model id for --endpoint (default: the first served).")
-    ] = None,
-    api_key_env: Annotated[
-        str | None, typer.Option(help="Environment variable that holds --endpoint's API key.")
-    ] = None,
-    endpoint_timeout: Annotated[
-        float, typer.Option(help="Seconds the short request may take, all told.")
-    ] = 60.0,
-    case: Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="Case folder: into its baselines/<label>/. " + _CASE),
-    ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds the probes may take.")] = 10.0,
-    host_root: Annotated[
-        Path, typer.Option(help="Where the host's / is mounted (e.g. /host in a node debug pod).")
-    ] = Path("/"),
-    engine: Annotated[
-        str | None, typer.Option(help="Container engine: docker or podman (default: found).")
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
-    lang: Annotated[str | None, typer.Option(help=_LANG_HELP)] = None,
+    label: str,
+    container: str | None,
+    log: tuple[Path, ...],
+    endpoint: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    endpoint_timeout: float,
+    case: Path | None,
+    timeout: float,
+    host_root: Path,
+    engine: str | None,
+    output_format: OutputFormat,
+    lang: str | None,
 ) -> None:
     """Save the node's state (driver, GPUs, jobs, kernel, container runtime, NCCL, RDMA, an
     existing model's short request) before a change, or after it."""
@@ -929,7 +1071,7 @@ def baseline_capture(
         label=label,
         case=folder,
         container=container,
-        logs=tuple(log or ()),
+        logs=log,
         endpoint=endpoint,
         model=model,
         api_key_env=api_key_env,
@@ -951,23 +1093,25 @@ def baseline_capture(
 
 
 @baseline_app.command("compare")
+@_argument("before", metavar="A", help="Before: a label, or a folder.")
+@_argument("after", metavar="B", help="After: a label, or a folder.")
+@click.option(
+    "--expect-driver",
+    help="The driver the change installs: a version, or a branch (r580).",
+)
+@_case_option(
+    "Case folder: labels are its baselines/; the comparison goes into its "
+    "baseline-comparison.json and .md."
+)
+@_format_option()
+@_lang_option()
 def baseline_compare(
-    before: Annotated[str, typer.Argument(metavar="A", help="Before: a label, or a folder.")],
-    after: Annotated[str, typer.Argument(metavar="B", help="After: a label, or a folder.")],
-    expect_driver: Annotated[
-        str | None,
-        typer.Option(help="The driver the change installs: a version, or a branch (r580)."),
-    ] = None,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: labels are its baselines/; the comparison goes into its "
-            "baseline-comparison.json and .md. " + _CASE,
-        ),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
-    lang: Annotated[str | None, typer.Option(help=_LANG_HELP)] = None,
+    before: str,
+    after: str,
+    expect_driver: str | None,
+    case: Path | None,
+    output_format: OutputFormat,
+    lang: str | None,
 ) -> None:
     """Compare two baselines: the expected change (the driver) apart from regressions; exit 1 on
     a regression, 0 otherwise, 2 on bad input."""
@@ -991,7 +1135,7 @@ def baseline_compare(
     )
     _say_saved(output_format, written)
     if result.verdict == "regression":
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
 def _interactive() -> bool:
@@ -1002,87 +1146,84 @@ def _interactive() -> bool:
 class _PlanPrompt:
     """`plan`'s short prompt on a terminal: the question in the reader's language."""
 
-    def __init__(self, language: "Language") -> None:
+    def __init__(self, language: Language) -> None:
         from vllm_triage.i18n import catalog
 
         self.tr = catalog(language)
 
     def confirm(self, question: str) -> bool:
-        return typer.confirm(self.tr(question), err=True)
+        return click.confirm(self.tr(question), err=True)
 
     def hours(self, question: str) -> float | None:
         from vllm_triage.plan.messages import ASK_DEADLINE_AGAIN
 
         for _ in range(3):
-            answer = typer.prompt(self.tr(question), default="", show_default=False, err=True)
+            answer = click.prompt(self.tr(question), default="", show_default=False, err=True)
             if not answer.strip():
                 return None
             try:
                 return float(answer)
             except ValueError:
-                typer.echo(self.tr(ASK_DEADLINE_AGAIN), err=True)
+                click.echo(self.tr(ASK_DEADLINE_AGAIN), err=True)
         return None
 
 
 @app.command()
+@click.option(
+    "--diagnosis",
+    type=_PATH,
+    metavar="FILE",
+    help="A diagnosis (what `diagnose --format json` writes) instead of the case's.",
+)
+@click.option(
+    "--maintenance-window/--no-maintenance-window",
+    default=None,
+    show_default=False,
+    help="Whether a maintenance window is available for a driver change.",
+)
+@click.option(
+    "--cluster-can-change/--cluster-cannot-change",
+    default=None,
+    show_default=False,
+    help="Whether the shared cluster may change today.",
+)
+@click.option(
+    "--deadline-hours",
+    type=click.FloatRange(min=0),
+    help="Recovery deadline, in hours from now.",
+)
+@click.option(
+    "--can-maintain-build/--cannot-maintain-build",
+    default=None,
+    show_default=False,
+    help="Whether the team can keep a custom build reproducible (pinned build script, "
+    "PyTorch, FlashInfer, vLLM commit, security updates).",
+)
+@click.option("--gpu", help="GPU name as nvidia-smi prints it (when no bundle says).")
+@click.option("--driver", help="Host driver version (when no bundle says).")
+@click.option("--nodes", multiple=True, help="Target nodes (repeatable, or comma-separated).")
+@click.option(
+    "--exclude", multiple=True, help="Nodes to leave out (repeatable, or comma-separated)."
+)
+@_case_option(
+    "Case folder: its diagnosis and newest bundle are read, the plan goes into its "
+    "plan.json and .md (an earlier one into history/)."
+)
+@_format_option()
+@_lang_option()
 def plan(
-    diagnosis: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="A diagnosis (what `diagnose --format json` writes) instead of the case's.",
-        ),
-    ] = None,
-    maintenance_window: Annotated[
-        bool | None,
-        typer.Option(
-            "--maintenance-window/--no-maintenance-window",
-            help="Whether a maintenance window is available for a driver change.",
-            show_default=False,
-        ),
-    ] = None,
-    cluster_can_change: Annotated[
-        bool | None,
-        typer.Option(
-            "--cluster-can-change/--cluster-cannot-change",
-            help="Whether the shared cluster may change today.",
-            show_default=False,
-        ),
-    ] = None,
-    deadline_hours: Annotated[
-        float | None, typer.Option(min=0, help="Recovery deadline, in hours from now.")
-    ] = None,
-    can_maintain_build: Annotated[
-        bool | None,
-        typer.Option(
-            "--can-maintain-build/--cannot-maintain-build",
-            help="Whether the team can keep a custom build reproducible (pinned build script, "
-            "PyTorch, FlashInfer, vLLM commit, security updates).",
-            show_default=False,
-        ),
-    ] = None,
-    gpu: Annotated[
-        str | None, typer.Option(help="GPU name as nvidia-smi prints it (when no bundle says).")
-    ] = None,
-    driver: Annotated[
-        str | None, typer.Option(help="Host driver version (when no bundle says).")
-    ] = None,
-    nodes: Annotated[
-        list[str] | None, typer.Option(help="Target nodes (repeatable, or comma-separated).")
-    ] = None,
-    exclude: Annotated[
-        list[str] | None, typer.Option(help="Nodes to leave out (repeatable, or comma-separated).")
-    ] = None,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: its diagnosis and newest bundle are read, the plan goes into its "
-            "plan.json and .md (an earlier one into history/). " + _CASE,
-        ),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
-    lang: Annotated[str | None, typer.Option(help=_LANG_HELP)] = None,
+    diagnosis: Path | None,
+    maintenance_window: bool | None,
+    cluster_can_change: bool | None,
+    deadline_hours: float | None,
+    can_maintain_build: bool | None,
+    gpu: str | None,
+    driver: str | None,
+    nodes: tuple[str, ...],
+    exclude: tuple[str, ...],
+    case: Path | None,
+    output_format: OutputFormat,
+    lang: str | None,
 ) -> None:
     """Choose the recovery path under the team's constraints and write the change plan; a
     constraint not given is asked on a terminal, else planned conservatively."""
@@ -1103,8 +1244,8 @@ def plan(
         can_maintain_build=can_maintain_build,
         gpu=gpu,
         driver=driver,
-        nodes=tuple(nodes or ()),
-        exclude=tuple(exclude or ()),
+        nodes=nodes,
+        exclude=exclude,
         ask=_PlanPrompt(language) if _interactive() else None,
     )
     result = _for_the_case(make_plan(options))
@@ -1118,78 +1259,68 @@ def plan(
     _say_saved(output_format, written)
 
 
-# `vllm-triage record [OPTIONS]` makes the record (the group's own callback); `record check` checks it.
-record_app = typer.Typer(rich_markup_mode=None)
-app.add_typer(record_app, name="record")
-
-
 class _RecordPrompt:
     """`record`'s questions on a terminal, in the reader's language."""
 
-    def __init__(self, language: "Language") -> None:
+    def __init__(self, language: Language) -> None:
         from vllm_triage.i18n import catalog
 
         self.tr = catalog(language)
 
     def confirm(self, question: str) -> bool:
-        return typer.confirm(self.tr(question), err=True)
+        return click.confirm(self.tr(question), err=True)
 
     def name(self, question: str) -> str:
-        return str(typer.prompt(self.tr(question), err=True))
+        return str(click.prompt(self.tr(question), err=True))
 
 
-@record_app.callback(invoke_without_command=True)
-def record(
-    ctx: typer.Context,
-    adopted: Annotated[
-        str | None,
-        typer.Option(
-            metavar="PATH",
-            help="The path the team took: upgrade_driver, custom_build, isolated_env, "
-            "forward_compat or no_driver_change (default: the plan's recommendation).",
-        ),
-    ] = None,
-    reason: Annotated[
-        str | None, typer.Option(help="The team's own words on why (kept with the plan's).")
-    ] = None,
-    review_days: Annotated[
-        int | None, typer.Option(help="Days until the re-evaluation (default 30).")
-    ] = None,
-    recipe: Annotated[
-        str | None,
-        typer.Option(help="The model's recipe, whose image triggers are watched (default: found)."),
-    ] = None,
-    maintenance_acceptable: Annotated[
-        bool | None,
-        typer.Option(
-            "--maintenance-acceptable/--maintenance-not-acceptable",
-            help="Whether the maintenance burden of the new environment's driver and "
-            "dependencies is acceptable (with --answered-by).",
-            show_default=False,
-        ),
-    ] = None,
-    approval_ready: Annotated[
-        bool | None,
-        typer.Option(
-            "--approval-ready/--approval-not-ready",
-            help="Whether the rollback package and the change approval are ready "
-            "(with --answered-by).",
-            show_default=False,
-        ),
-    ] = None,
-    answered_by: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Who gave the answers.")
-    ] = None,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: its diagnosis, plan, baselines and runs are read, the record goes "
-            "into its record.json and .md (an earlier one into history/). " + _CASE,
-        ),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
-    lang: Annotated[str | None, typer.Option(help=_LANG_HELP)] = None,
+# `vllm-triage record [OPTIONS]` makes the record (the group's own callback); `record check` checks it.
+@click.group("record", cls=_Group, invoke_without_command=True)
+@click.option(
+    "--adopted",
+    metavar="PATH",
+    help="The path the team took: upgrade_driver, custom_build, isolated_env, "
+    "forward_compat or no_driver_change (default: the plan's recommendation).",
+)
+@click.option("--reason", help="The team's own words on why (kept with the plan's).")
+@click.option("--review-days", type=int, help="Days until the re-evaluation (default 30).")
+@click.option(
+    "--recipe",
+    help="The model's recipe, whose image triggers are watched (default: found).",
+)
+@click.option(
+    "--maintenance-acceptable/--maintenance-not-acceptable",
+    default=None,
+    show_default=False,
+    help="Whether the maintenance burden of the new environment's driver and "
+    "dependencies is acceptable (with --answered-by).",
+)
+@click.option(
+    "--approval-ready/--approval-not-ready",
+    default=None,
+    show_default=False,
+    help="Whether the rollback package and the change approval are ready (with --answered-by).",
+)
+@click.option("--answered-by", metavar="NAME", help="Who gave the answers.")
+@_case_option(
+    "Case folder: its diagnosis, plan, baselines and runs are read, the record goes "
+    "into its record.json and .md (an earlier one into history/)."
+)
+@_format_option()
+@_lang_option()
+@click.pass_context
+def record_app(
+    ctx: click.Context,
+    adopted: str | None,
+    reason: str | None,
+    review_days: int | None,
+    recipe: str | None,
+    maintenance_acceptable: bool | None,
+    approval_ready: bool | None,
+    answered_by: str | None,
+    case: Path | None,
+    output_format: OutputFormat,
+    lang: str | None,
 ) -> None:
     """Write the decision record after the observation period (adopted path, reason, verified
     and unverified scope, comparisons, widening conditions, rollback, re-evaluation); `record
@@ -1236,25 +1367,29 @@ def record(
 
 
 @record_app.command("check")
+@click.option(
+    "--registry",
+    metavar="URL",
+    help="Registry to read the tag lists from, for every image trigger (default: each "
+    "trigger's own, e.g. https://registry-1.docker.io).",
+)
+@click.option(
+    "--deadline",
+    type=float,
+    default=20.0,
+    help="Seconds each registry may take to answer, all told.",
+)
+@_case_option("Case folder: its record.json is checked.")
+@_format_option(default=None)
+@_lang_option()
+@click.pass_context
 def record_check(
-    ctx: typer.Context,
-    registry: Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL",
-            help="Registry to read the tag lists from, for every image trigger (default: each "
-            "trigger's own, e.g. https://registry-1.docker.io).",
-        ),
-    ] = None,
-    deadline: Annotated[
-        float, typer.Option(help="Seconds each registry may take to answer, all told.")
-    ] = 20.0,
-    case: Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="Case folder: its record.json is checked. " + _CASE),
-    ] = None,
-    output_format: Annotated[OutputFormat | None, typer.Option("--format")] = None,
-    lang: Annotated[str | None, typer.Option(help=_LANG_HELP)] = None,
+    ctx: click.Context,
+    registry: str | None,
+    deadline: float,
+    case: Path | None,
+    output_format: OutputFormat | None,
+    lang: str | None,
 ) -> None:
     """Re-evaluate the record's triggers (the review date, image tags in the registry); exit 1
     when the decision is due for review, 0 when not, 2 on bad input. An unreachable registry
@@ -1279,28 +1414,32 @@ def record_check(
         lambda r: review_renderable(r, language),
     )
     if result.due:
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
 @app.command()
+@_case_option(
+    "Case folder: read whole; the page goes into its report.html (an earlier one into history/)."
+)
+@_lang_option()
+@click.option(
+    "--pdf/--no-pdf",
+    default=False,
+    help="Also print the page to report.pdf through headless Chromium.",
+)
+@click.option(
+    "--browser",
+    type=_PATH,
+    metavar="PATH",
+    help="The Chromium to print with (default: found on PATH).",
+)
+@_format_option()
 def report(
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: read whole; the page goes into its report.html (an earlier one "
-            "into history/). " + _CASE,
-        ),
-    ] = None,
-    lang: Annotated[str | None, typer.Option(help=_LANG_HELP)] = None,
-    pdf: Annotated[
-        bool, typer.Option(help="Also print the page to report.pdf through headless Chromium.")
-    ] = False,
-    browser: Annotated[
-        Path | None,
-        typer.Option(metavar="PATH", help="The Chromium to print with (default: found on PATH)."),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    case: Path | None,
+    lang: str | None,
+    pdf: bool,
+    browser: Path | None,
+    output_format: OutputFormat,
 ) -> None:
     """The whole case as one self-contained HTML page for approvers (and PDF with --pdf)."""
     from vllm_triage.case import case_folder
@@ -1319,60 +1458,76 @@ def report(
 
 
 @fleet_app.command("scan")
+@click.option("--image", metavar="REF", help="The image to roll out.")
+@click.option(
+    "--image-config",
+    type=_PATH,
+    metavar="FILE",
+    help="The image's config (docker image inspect, or OCI).",
+)
+@click.option("--cuda", metavar="X.Y", help="The image's CUDA, when no config is at hand.")
+@click.option(
+    "--registry-auth",
+    type=_PATH,
+    metavar="FILE",
+    help="A docker config.json for a private registry.",
+)
+@click.option("--platform", help="The image's platform, e.g. linux/arm64 (default: this one's).")
+@click.option("--kube", is_flag=True, help="Read the nodes (and their GPU pods) from the cluster.")
+@click.option(
+    "--kubeconfig", type=_PATH, metavar="FILE", help="Default: $KUBECONFIG, ~/.kube/config."
+)
+@click.option("--context", help="The kubeconfig's context.")
+@click.option("--selector", metavar="S", help="Node label selector, e.g. pool=gpu.")
+@click.option("--nodes", type=_PATH, metavar="FILE", help="kubectl get nodes -o json output.")
+@click.option(
+    "--pods",
+    type=_PATH,
+    metavar="FILE",
+    help="kubectl get pods -A -o json: the GPU work per node.",
+)
+@click.option(
+    "--inventory",
+    type=_PATH,
+    metavar="FILE",
+    help="Without Kubernetes: YAML, CSV or Ansible inventory with host vars.",
+)
+@click.option(
+    "--wave-size",
+    type=click.IntRange(min=1),
+    default=10,
+    help="Nodes per wave after the canary.",
+)
+@click.option(
+    "--stale-after",
+    type=float,
+    default=24.0,
+    metavar="HOURS",
+    help="Labels older than this are stale.",
+)
+@click.option(
+    "--page-size", type=click.IntRange(min=1), default=500, help="Objects per API request."
+)
+@_case_option("Case folder: the scan goes into its fleet-scan.json and .md.")
+@_format_option()
 def fleet_scan_command(
-    image: Annotated[str | None, typer.Option(metavar="REF", help="The image to roll out.")] = None,
-    image_config: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="The image's config (docker image inspect, or OCI)."),
-    ] = None,
-    cuda: Annotated[
-        str | None, typer.Option(metavar="X.Y", help="The image's CUDA, when no config is at hand.")
-    ] = None,
-    registry_auth: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="A docker config.json for a private registry."),
-    ] = None,
-    platform: Annotated[
-        str | None,
-        typer.Option(help="The image's platform, e.g. linux/arm64 (default: this one's)."),
-    ] = None,
-    kube: Annotated[
-        bool, typer.Option("--kube", help="Read the nodes (and their GPU pods) from the cluster.")
-    ] = False,
-    kubeconfig: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Default: $KUBECONFIG, ~/.kube/config.")
-    ] = None,
-    context: Annotated[str | None, typer.Option(help="The kubeconfig's context.")] = None,
-    selector: Annotated[
-        str | None, typer.Option(metavar="S", help="Node label selector, e.g. pool=gpu.")
-    ] = None,
-    nodes: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="kubectl get nodes -o json output.")
-    ] = None,
-    pods: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="kubectl get pods -A -o json: the GPU work per node."),
-    ] = None,
-    inventory: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="Without Kubernetes: YAML, CSV or Ansible inventory with host vars.",
-        ),
-    ] = None,
-    wave_size: Annotated[int, typer.Option(min=1, help="Nodes per wave after the canary.")] = 10,
-    stale_after: Annotated[
-        float, typer.Option(metavar="HOURS", help="Labels older than this are stale.")
-    ] = 24.0,
-    page_size: Annotated[int, typer.Option(min=1, help="Objects per API request.")] = 500,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: the scan goes into its fleet-scan.json and .md. " + _CASE,
-        ),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    image: str | None,
+    image_config: Path | None,
+    cuda: str | None,
+    registry_auth: Path | None,
+    platform: str | None,
+    kube: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    selector: str | None,
+    nodes: Path | None,
+    pods: Path | None,
+    inventory: Path | None,
+    wave_size: int,
+    stale_after: float,
+    page_size: int,
+    case: Path | None,
+    output_format: OutputFormat,
 ) -> None:
     """For every GPU node: ready, forward_compat, needs_upgrade (to which driver) or unknown, and
     the rollout waves (a canary without GPU work first)."""
@@ -1413,52 +1568,58 @@ def fleet_scan_command(
 
 
 @fleet_app.command("run")
+@_argument("kind", metavar="preflight|collect", help="What to run.")
+@_argument(
+    "arguments",
+    nargs=-1,
+    metavar="[-- ARGS...]",
+    help="The command's own arguments on each host (after --), e.g. -- --image REF.",
+)
+@click.option(
+    "--inventory", type=_PATH, metavar="FILE", help="Without Kubernetes: an Ansible inventory."
+)
+@click.option("--limit", metavar="PATTERN", help="Ansible host pattern (default: all).")
+@click.option("--forks", type=click.IntRange(min=1), default=10, help="Hosts Ansible runs at once.")
+@click.option("--kube", is_flag=True, help="One Job per node on Kubernetes.")
+@click.option("--kubeconfig", type=_PATH, metavar="FILE")
+@click.option("--context", help="The kubeconfig's context.")
+@click.option("--selector", metavar="S", help="The nodes, by label selector.")
+@click.option("--node", multiple=True, metavar="NAME", help="A node (repeatable).")
+@click.option("--namespace", "-n", default="default", help="Where the Jobs run.")
+@click.option("--tool-image", metavar="REF", help="The vllm-triage image the Jobs run.")
+@click.option(
+    "--runtime-class",
+    default="nvidia",
+    help="RuntimeClass giving nvidia-smi without a GPU ('' for none).",
+)
+@click.option("--service-account", help="The Jobs' service account.")
+@click.option(
+    "--keep-jobs/--no-keep-jobs", default=False, help="Leave the Jobs (their TTL is 1 h)."
+)
+@click.option("--timeout", type=float, default=900.0, help="Seconds the whole run may take.")
+@_case_option(
+    "Case folder: each host's result into its fleet/<UTC>/<host>/, the run into fleet-<kind>.json."
+)
+@_format_option()
 def fleet_run_command(
-    kind: Annotated[str, typer.Argument(metavar="preflight|collect", help="What to run.")],
-    arguments: Annotated[
-        list[str] | None,
-        typer.Argument(
-            metavar="[-- ARGS...]",
-            help="The command's own arguments on each host (after --), e.g. -- --image REF.",
-        ),
-    ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Without Kubernetes: an Ansible inventory.")
-    ] = None,
-    limit: Annotated[
-        str | None, typer.Option(metavar="PATTERN", help="Ansible host pattern (default: all).")
-    ] = None,
-    forks: Annotated[int, typer.Option(min=1, help="Hosts Ansible runs at once.")] = 10,
-    kube: Annotated[bool, typer.Option("--kube", help="One Job per node on Kubernetes.")] = False,
-    kubeconfig: Annotated[Path | None, typer.Option(metavar="FILE")] = None,
-    context: Annotated[str | None, typer.Option(help="The kubeconfig's context.")] = None,
-    selector: Annotated[
-        str | None, typer.Option(metavar="S", help="The nodes, by label selector.")
-    ] = None,
-    node: Annotated[
-        list[str] | None, typer.Option(metavar="NAME", help="A node (repeatable).")
-    ] = None,
-    namespace: Annotated[
-        str, typer.Option("--namespace", "-n", help="Where the Jobs run.")
-    ] = "default",
-    tool_image: Annotated[
-        str | None, typer.Option(metavar="REF", help="The vllm-triage image the Jobs run.")
-    ] = None,
-    runtime_class: Annotated[
-        str, typer.Option(help="RuntimeClass giving nvidia-smi without a GPU ('' for none).")
-    ] = "nvidia",
-    service_account: Annotated[str | None, typer.Option(help="The Jobs' service account.")] = None,
-    keep_jobs: Annotated[bool, typer.Option(help="Leave the Jobs (their TTL is 1 h).")] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds the whole run may take.")] = 900.0,
-    case: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Case folder: each host's result into its fleet/<UTC>/<host>/, the run into "
-            "fleet-<kind>.json. " + _CASE,
-        ),
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    kind: str,
+    arguments: tuple[str, ...],
+    inventory: Path | None,
+    limit: str | None,
+    forks: int,
+    kube: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    selector: str | None,
+    node: tuple[str, ...],
+    namespace: str,
+    tool_image: str | None,
+    runtime_class: str,
+    service_account: str | None,
+    keep_jobs: bool,
+    timeout: float,
+    case: Path | None,
+    output_format: OutputFormat,
 ) -> None:
     """Run preflight or collect on many hosts through Kubernetes Jobs or Ansible; every reachable
     host's result comes back into the case (exit 1 when a host failed or said no-go)."""
@@ -1472,7 +1633,7 @@ def fleet_run_command(
     options = FleetRunOptions(
         kind=kind,  # type: ignore[arg-type]
         case=folder,
-        arguments=tuple(arguments or ()),
+        arguments=arguments,
         inventory=inventory,
         limit=limit,
         forks=forks,
@@ -1480,7 +1641,7 @@ def fleet_run_command(
         kubeconfig=kubeconfig,
         context=context,
         selector=selector,
-        nodes=tuple(node or ()),
+        nodes=node,
         namespace=namespace,
         tool_image=tool_image,
         runtime_class=runtime_class or None,
@@ -1496,7 +1657,7 @@ def fleet_run_command(
     _emit(result, output_format, fleet_run_markdown, fleet_run_renderable)
     _say_saved(output_format, written)
     if any(host.state != "ok" or host.go is False for host in result.hosts):
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
 @knowledge_app.command("check")
@@ -1511,7 +1672,7 @@ def knowledge_check() -> None:
         print(problem)
     if problems:
         print(f"{len(problems)} problem(s) in the knowledge base", file=sys.stderr)
-        raise typer.Exit(EXIT_NO_GO)
+        raise click.exceptions.Exit(EXIT_NO_GO)
     print(
         f"ok: {len(kb.files)} files, {len(kb.toolkits)} CUDA releases, {len(kb.branches)} branches, "
         f"{len(kb.gpus)} GPUs, {len(kb.recipes)} recipe(s), {len(kb.signatures)} signatures "
@@ -1525,16 +1686,14 @@ def knowledge_check() -> None:
 
 
 @knowledge_app.command("show")
-def knowledge_show(
-    topic: Annotated[
-        str | None,
-        typer.Argument(
-            help="cuda, families, branches, gpus, forward-compat, images, phases, "
-            "recipes, signatures, fact-checks, metrics, redaction; a recipe id; or a signature "
-            "id/name."
-        ),
-    ] = None,
-) -> None:
+@_argument(
+    "topic",
+    required=False,
+    help="cuda, families, branches, gpus, forward-compat, images, phases, "
+    "recipes, signatures, fact-checks, metrics, redaction; a recipe id; or a signature "
+    "id/name.",
+)
+def knowledge_show(topic: str | None) -> None:
     """Print the knowledge base (or one topic of it) with sources and certainty."""
     from vllm_triage.knowledge import load_knowledge
     from vllm_triage.render.knowledge import knowledge_renderable
@@ -1550,11 +1709,16 @@ def knowledge_patterns() -> None:
     print("\n".join(grep_patterns(load_knowledge())))
 
 
+# The groups after the commands, in this order, as --help lists them.
+for _group in (knowledge_app, case_app, baseline_app, fleet_app, record_app):
+    app.add_command(_group)
+
+
 def main() -> None:
     """Console-script entry point (the root command exits with the documented code)."""
-    # A start allocates a few hundred thousand objects that live as long as the process (typer,
-    # pydantic, rich, the knowledge base): collect cyclic garbage less often while they load,
-    # and do not walk them all once more at exit (gc.freeze: the exit's collection skips them).
+    # A start allocates a few hundred thousand objects that live as long as the process (pydantic,
+    # rich, the knowledge base): collect cyclic garbage less often while they load, and do not
+    # walk them all once more at exit (gc.freeze: the exit's collection skips them).
     # Together about a sixth of a small command's time.
     gc.set_threshold(100_000, 50, 100)
     atexit.register(gc.freeze)

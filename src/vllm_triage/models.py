@@ -9,52 +9,16 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_triage import __version__
+from vllm_triage.vocabulary import PHASE_ORDER as PHASE_ORDER
+from vllm_triage.vocabulary import FactKey as FactKey
+from vllm_triage.vocabulary import FailureClass as FailureClass
+from vllm_triage.vocabulary import Phase as Phase
 
 SCHEMA_VERSION = 1
-
-FailureClass = Literal[
-    "driver_too_old",
-    "unsupported_gpu_arch",
-    "driver_library_mismatch",
-    "compat_lib_error",
-    "no_gpu_visible",
-    "oom_at_load",
-    "kv_cache_insufficient",
-    "oom_under_load",
-    "model_path_or_access",
-    "nccl_or_network",
-    "shm_insufficient",
-    "chat_template",
-    "tool_call_parser",
-    "model_arch_unsupported",
-    "dependency_mismatch",
-    "bad_cli_argument",
-    "fabric_manager_missing",
-    "host_memory",
-    "cache_dir_not_writable",
-    "no_failure",
-    "unknown",
-]
-
-Phase = Literal["before_weights", "during_load", "after_start", "unknown"]
-PHASE_ORDER: tuple[Phase, ...] = ("before_weights", "during_load", "after_start")
 
 # request: a request the running server refused (a finding about clients, not a failed server);
 # teardown: a message of the shutdown that followed a stop signal.
 Role = Literal["root", "cascade", "related", "threshold", "request", "teardown"]
-
-# What a log says about its own stack (diagnose reads these lines and cites where).
-FactKey = Literal[
-    "driver_version",
-    "driver_cuda",
-    "torch_cuda",
-    "image_cuda",
-    "image_require",
-    "vllm_version",
-    "gpu",
-    "compute_capability",
-    "kernel_module",
-]
 
 Verdict = Literal["compatible", "conditional", "forward_compat_only", "incompatible"]
 

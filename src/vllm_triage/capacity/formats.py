@@ -8,6 +8,7 @@ beside the code that multiplies with it because nothing else in the tool reads i
 from __future__ import annotations
 
 import re
+from datetime import date
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -15,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vllm_triage.errors import KnowledgeError
-from vllm_triage.knowledge.schema import Certainty, Provenance
+from vllm_triage.knowledge.schema import Certainty
 
 FORMATS_FILE = Path(__file__).with_name("formats.yaml")
 
@@ -71,6 +72,18 @@ class Exclusion(BaseModel):
 
     pattern: str
     part: Part
+
+
+class Provenance(BaseModel):
+    """Source, date and certainty of the table, as the knowledge files state theirs (the table
+    is validated here with pydantic; the knowledge base's classes are msgspec Structs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    as_of: date
+    source_note: str = ""
+    certainty: Certainty
 
 
 class Formats(Provenance):

@@ -17,20 +17,19 @@ offset; the callback stops the scan at the first match of a pattern that is stil
 next call starts at the next line. Patterns switched off meanwhile cost one report per call at
 most, so the database, made for the groups active when it is compiled, is compiled again only
 when groups are switched back on (a restart in the log). A database takes a few tenths of a
-second to compile: it is kept in the user's cache folder, under the knowledge cache's rules, for
+second to compile: it is kept in the user's cache folder (vllm_triage.usercache) for
 the next run on a log of the same kind.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import platform
-import stat
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from vllm_triage.usercache import read_cached, write_cached
 
 if TYPE_CHECKING:
     import hyperscan
@@ -105,6 +104,11 @@ def byte_superset(pattern: str) -> str | None:
                 return None
             i = end
             negated = body.startswith("[^") or "\\S" in body or "\\W" in body
+            if body.startswith("[^"):
+                # RE2 reads one line at a time: a match never holds a newline. Hyperscan reads
+                # the block, and a run of `[^|]*` that may cross lines keeps its state alive
+                # to the end of the block (a fifth of the scan's time for one such pattern).
+                body = body[:-1] + "\\n]"
             if negated and not _unbounded_next(pattern, i):
                 out.append(f"(?:{body}|{_HIGH_RUN})")
             else:
@@ -236,16 +240,10 @@ _CACHE_LOCK = threading.Lock()
 # key (see _key) -> database, or None when it cannot be compiled
 _CACHE: dict[str, hyperscan.Database | None] = {}
 
-# The databases kept between runs: in the knowledge cache's folder, private to the user, under
-# the same rules (owner is this user, nobody else may write, no symbolic link, size capped).
-_DISK_MAGIC = b"vllm-triage hyperscan database 1\n"
+# The databases kept between runs (vllm_triage.usercache: private to the user, size capped).
 _DISK_PREFIX = "hyperscan-"
 _DISK_MAX_BYTES = 64 << 20
 _DISK_FILES = 16
-_FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
-_FOLDER_FLAGS |= getattr(os, "O_CLOEXEC", 0)
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
 def _key(version: str, flags: int, ids: list[int], expressions: list[bytes]) -> str:
@@ -258,55 +256,14 @@ def _key(version: str, flags: int, ids: list[int], expressions: list[bytes]) -> 
     return digest.hexdigest()
 
 
-def _private(info: os.stat_result) -> bool:
-    """Owned by this user, and nobody else may write it."""
-    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
-def _folder(create: bool) -> int | None:
-    """A descriptor of the cache folder when it is private to this user, else None."""
-    from vllm_triage.knowledge.cache import cache_folder
-
-    folder = cache_folder()
-    if folder is None or os.open not in os.supports_dir_fd:
-        return None
-    try:
-        if create:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(folder, _FOLDER_FLAGS)
-    except OSError:
-        return None
-    if stat.S_ISDIR((info := os.fstat(fd)).st_mode) and _private(info):
-        return fd
-    os.close(fd)
-    return None
-
-
 def _load(key: str) -> hyperscan.Database | None:
     """The database kept under this key, if there is one this user alone could have written and
     this machine's Hyperscan accepts; else None (it is compiled again)."""
     import hyperscan
 
-    folder = _folder(create=False)
-    if folder is None:
+    payload = read_cached(f"{_DISK_PREFIX}{key[:32]}.db", key, _DISK_MAX_BYTES)
+    if payload is None:
         return None
-    try:
-        fd = os.open(f"{_DISK_PREFIX}{key[:32]}.db", _READ_FLAGS, dir_fd=folder)
-    except OSError:
-        return None
-    finally:
-        os.close(folder)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not (stat.S_ISREG(info.st_mode) and _private(info) and info.st_size <= _DISK_MAX_BYTES):
-            return None
-        data = handle.read(_DISK_MAX_BYTES + 1)
-    header = _DISK_MAGIC + key.encode() + b"\n"
-    if not data.startswith(header):
-        return None
-    digest, _, payload = data[len(header) :].partition(b"\n")
-    if digest != hashlib.sha256(payload).hexdigest().encode():
-        return None  # a torn or damaged file
     try:
         database = hyperscan.loadb(payload, hyperscan.HS_MODE_BLOCK)
         # this CPU can run it (a cache folder shared between machines)
@@ -321,36 +278,11 @@ def _ignore(*_args: object) -> None:
 
 
 def _store(key: str, database: hyperscan.Database) -> None:
-    """Keep the database for the next run (atomically; the oldest go past _DISK_FILES); a cache
-    that cannot be written is no cache, not an error."""
+    """Keep the database for the next run (the oldest go past _DISK_FILES)."""
     import hyperscan
 
-    folder = _folder(create=True)
-    if folder is None:
-        return
-    name = f"{_DISK_PREFIX}{key[:32]}.db"
-    temporary = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         payload = hyperscan.dumpb(database)
-        digest = hashlib.sha256(payload).hexdigest().encode()
-        fd = os.open(temporary, _WRITE_FLAGS, 0o600, dir_fd=folder)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(_DISK_MAGIC + key.encode() + b"\n" + digest + b"\n" + payload)
-        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
-        _prune(folder)
-    except Exception:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary, dir_fd=folder)
-    finally:
-        os.close(folder)
-
-
-def _prune(folder: int) -> None:
-    kept = []
-    for name in os.listdir(folder):
-        if name.startswith(_DISK_PREFIX) and name.endswith(".db"):
-            with contextlib.suppress(OSError):
-                kept.append((os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime, name))
-    for _, name in sorted(kept, reverse=True)[_DISK_FILES:]:
-        with contextlib.suppress(OSError):
-            os.unlink(name, dir_fd=folder)
+    except hyperscan.error:
+        return
+    write_cached(f"{_DISK_PREFIX}{key[:32]}.db", key, payload, keep_newest=_DISK_FILES)

@@ -1,13 +1,24 @@
-"""Read and validate the knowledge files; a malformed file is one clear error naming file and row."""
+"""Read and validate the knowledge files; a malformed file is one clear error naming file and row.
+
+The schema's classes are msgspec Structs (vllm_triage.knowledge.schema, no pydantic): msgspec
+checks each document against its class (types, constraints, unknown keys, the classes' own
+checks), after a pass driven by the same field types that reads what msgspec cannot: the version
+numbers (DriverVersion, CudaVersion: dataclasses, which msgspec would take for objects, so no
+dec_hook sees them) and a CSV row's text cells (names separated by |, yes/no, empty for None;
+msgspec reads the numbers). An error is one line: the file and row, the field's path, what is
+wrong, worded as pydantic worded it where the tests and users know the words."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+import msgspec
+import msgspec.inspect as mi
 
 from vllm_triage.errors import InputError, KnowledgeError
 from vllm_triage.knowledge.schema import (
@@ -35,10 +46,11 @@ from vllm_triage.knowledge.schema import (
     Signature,
     VllmArgs,
 )
+from vllm_triage.versions import CudaVersion, DriverVersion
 
 DATA_DIR = Path(__file__).parent / "data"
 
-ModelT = TypeVar("ModelT", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound=msgspec.Struct)
 
 
 @dataclass(frozen=True)
@@ -126,11 +138,143 @@ class KnowledgeBase:
         return next((b for b in self.branches if b.number == number), None)
 
 
-def _format_error(where: str, exc: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'row'}: {err['msg']}" for err in exc.errors()
-    )
-    return f"{where}: {problems}"
+class _Unreadable(ValueError):
+    """A value the pass before msgspec cannot read (a version, a yes/no cell), and where it is."""
+
+    def __init__(self, path: list[str | int], problem: str) -> None:
+        super().__init__(problem)
+        self.path = path
+        self.problem = problem
+
+
+_VERSIONS: tuple[type[DriverVersion | CudaVersion], ...] = (DriverVersion, CudaVersion)
+# msgspec's error: "what - at `$.path`" or "what - at `key` in `$.path`" (a dict's key).
+_MESSAGE = re.compile(
+    r"^(?P<what>.*?)(?: - at `(?P<at>[^`]*)`(?: in `(?P<within>[^`]*)`)?)?$", re.S
+)
+_STEP = re.compile(r"\.([^.\[]+)|\[([0-9]+|\.\.\.)\]")
+_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]+)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]+)`$")
+_ENUM = re.compile(r"^Invalid enum value (?P<value>.+)$")
+
+
+@cache
+def _type_info(model: type[msgspec.Struct]) -> Any:
+    """The class's type tree, as msgspec reads it (constraints folded into the types)."""
+    return mi.type_info(model)
+
+
+def _bare(info: Any, *, optional: bool = False) -> Any:
+    """The type under its metadata (description, title); with `optional`, the one type of an
+    `X | None`."""
+    while isinstance(info, mi.Metadata):
+        info = info.type
+    if optional and isinstance(info, mi.UnionType):
+        arms = [arm for arm in info.types if not isinstance(arm, mi.NoneType)]
+        if len(arms) == 1:
+            return _bare(arms[0])
+    return info
+
+
+def _prepare(value: Any, info: Any, path: list[str | int], csv: bool) -> Any:
+    """The document with what msgspec cannot read made readable, by the declared types: version
+    numbers parsed, and in a CSV row (all text) empty cells of optional fields made None, names
+    separated by | made lists, yes/no made booleans. The rest is msgspec's to check."""
+    info = _bare(info)
+    if isinstance(info, mi.DataclassType) and info.cls in _VERSIONS:
+        if isinstance(value, info.cls):
+            return value
+        try:
+            return info.cls.parse(str(value))
+        except ValueError as exc:
+            raise _Unreadable(path, str(exc)) from None
+    if isinstance(info, mi.UnionType):
+        arms = [arm for arm in info.types if not isinstance(arm, mi.NoneType)]
+        if len(arms) < len(info.types) and (value is None or (csv and value == "")):
+            return None
+        return _prepare(value, arms[0], path, csv) if len(arms) == 1 else value
+    if isinstance(info, mi.StructType) and isinstance(value, dict):
+        types = {field.encode_name: field.type for field in info.fields}
+        return {
+            key: _prepare(item, types[key], [*path, key], csv) if key in types else item
+            for key, item in value.items()
+        }
+    if csv and isinstance(value, str):
+        if isinstance(info, mi.ListType):
+            return [name.strip() for name in value.split("|") if name.strip()]
+        if isinstance(info, mi.BoolType):
+            text = value.strip().lower()
+            if text not in {"yes", "true", "no", "false"}:
+                raise _Unreadable(path, f"expected yes or no, got {value!r}")
+            return text in {"yes", "true"}
+        return value
+    if isinstance(info, mi.ListType) and isinstance(value, list):
+        return [_prepare(item, info.item_type, [*path, i], csv) for i, item in enumerate(value)]
+    if isinstance(info, mi.DictType) and isinstance(value, dict):
+        return {
+            key: _prepare(item, info.value_type, [*path, key], csv) for key, item in value.items()
+        }
+    return value
+
+
+def _declared(annotation: Any) -> Any:
+    """The type under Annotated (constraints, markers) and under `| None`."""
+    while True:
+        if get_origin(annotation) is Annotated:
+            annotation = get_args(annotation)[0]
+        elif isinstance(annotation, UnionType) or get_origin(annotation) is Union:
+            arms = [arm for arm in get_args(annotation) if arm is not type(None)]
+            if len(arms) != 1:
+                return annotation
+            annotation = arms[0]
+        else:
+            return annotation
+
+
+def _choices(model: type[msgspec.Struct], steps: list[str], key: bool) -> str | None:
+    """The values a Literal field at that path takes, in the schema's order, as pydantic words
+    them ('a', 'b' or 'c'), read from the declared types (msgspec.inspect sorts them)."""
+    annotation: Any = model
+    for step in steps:
+        annotation = _declared(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+            types = {f.encode_name: f.type for f in msgspec.structs.fields(annotation)}
+            annotation = types.get(step)
+        elif get_origin(annotation) in (list, dict):
+            annotation = get_args(annotation)[-1]
+        else:
+            return None
+    annotation = _declared(annotation)
+    if key and get_origin(annotation) is dict:
+        annotation = _declared(get_args(annotation)[0])
+    if get_origin(annotation) is not Literal:
+        return None
+    shown = [repr(value) for value in get_args(annotation)]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def _format_error(model: type[msgspec.Struct], exc: msgspec.ValidationError) -> str:
+    """msgspec's error as `path: what` (a.0.b as pydantic wrote paths, the wording of a missing
+    or unknown key and of a value outside a Literal as pydantic's, which the tests and users
+    know), without msgspec's `$` notation."""
+    found = _MESSAGE.match(str(exc))
+    if found is None:  # not msgspec's usual form: as it is
+        return str(exc)
+    what = found["what"]
+    trail = found["within"] if found["within"] is not None else found["at"] or "$"
+    steps: list[str] = []
+    for name, index in _STEP.findall(trail):
+        steps.append(name or ("*" if index == "..." else index))
+    shown = [*steps, "(key)"] if found["within"] is not None else steps
+    if missing := _MISSING.match(what):
+        shown, what = [*shown, missing["name"]], "Field required"
+    elif unknown := _UNKNOWN.match(what):
+        shown, what = [*shown, unknown["name"]], "Extra inputs are not permitted"
+    elif (enum := _ENUM.match(what)) and (
+        choices := _choices(model, steps, found["within"] is not None)
+    ):
+        what = f"Input should be {choices} (got {enum['value']})"
+    return f"{'.'.join(shown)}: {what}" if shown else what
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -140,11 +284,18 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _validate(model: type[ModelT], data: Any, where: str) -> ModelT:
+def _validate(model: type[ModelT], data: Any, where: str, *, csv: bool = False) -> ModelT:
+    """The document as a `model`, or KnowledgeError naming where and what. A CSV row is all text,
+    so msgspec may read numbers from text there (strict=False); YAML gives typed values."""
     try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise KnowledgeError(_format_error(where, exc)) from None
+        return msgspec.convert(_prepare(data, _type_info(model), [], csv), model, strict=not csv)
+    except _Unreadable as exc:
+        shown = ".".join(str(step) for step in exc.path)
+        raise KnowledgeError(
+            f"{where}: {shown}: {exc.problem}" if shown else f"{where}: {exc}"
+        ) from None
+    except msgspec.ValidationError as exc:
+        raise KnowledgeError(f"{where}: {_format_error(model, exc)}") from None
     except ValueError as exc:
         raise KnowledgeError(f"{where}: {exc}") from None
 
@@ -161,7 +312,7 @@ def _read_csv(path: Path, model: type[ModelT], root: Path) -> list[ModelT]:
             for number, raw in enumerate(reader, start=2):
                 if None in raw or None in raw.values():
                     raise KnowledgeError(f"{name} row {number}: wrong number of columns")
-                rows.append(_validate(model, raw, f"{name} row {number}"))
+                rows.append(_validate(model, raw, f"{name} row {number}", csv=True))
     except OSError as exc:
         raise KnowledgeError(f"{name}: cannot read: {exc.strerror}") from None
     if not rows:

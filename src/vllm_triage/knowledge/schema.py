@@ -1,21 +1,38 @@
-"""The shape of every knowledge file, as pydantic models: each fact carries its source and date.
+"""The shape of every knowledge file, as msgspec Structs: each fact carries its source and date.
 
-The models build their validators on first use (defer_build): a knowledge base that comes from
-the cache (vllm_triage.knowledge.cache) is never validated again, so a command does not pay for
-building them. No `from __future__ import annotations`: pydantic reads annotations that Python
-has already evaluated faster than strings it must evaluate itself (a quarter of this module's
-import time)."""
+Why msgspec and not pydantic (which the artifacts use): `compat` runs as an init container on
+every pod start, and the knowledge base is all it reads, so it must load without importing
+pydantic (0.16 s) or building 47 pydantic models (another 0.1 s). msgspec is a small C library
+(2 ms to import), and a Struct class costs little more to define than a plain class.
+
+Validation happens in the loader (vllm_triage.knowledge.loader): msgspec.convert checks the types
+and the constraints written as `Annotated[..., msgspec.Meta(...)]` (patterns, lengths, bounds),
+refuses unknown keys (forbid_unknown_fields), and each class's `_check` (run from __post_init__)
+adds the rules a type cannot say; it raises ValueError, which msgspec reports with the path. The
+loader also reads the values no JSON-like type holds: DriverVersion and CudaVersion from their
+text, and a CSV row's cells (names separated by |, yes/no, empty for None) by the field types.
+
+The cache (vllm_triage.knowledge.cache) pickles the validated knowledge base; unpickling a Struct
+builds it again, and `_restore` does that without the checks (the file was validated before it
+was cached, and a command that starts from the cache must not compile every pattern again).
+
+Every Struct is frozen: the knowledge base is shared (one per process, cached) and never changed.
+"""
+
+from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+import msgspec
 
 from vllm_triage.knowledge.texts import Text
-from vllm_triage.models import FactKey, FailureClass, Phase
 from vllm_triage.versions import CudaVersion, DriverVersion
+from vllm_triage.vocabulary import FactKey, FailureClass, Phase
 
 Certainty = Literal["primary", "secondary", "inferred", "memory"]
 
@@ -23,48 +40,33 @@ Certainty = Literal["primary", "secondary", "inferred", "memory"]
 # benchmark's reference), so the constructs that differ between them are refused.
 _NON_PORTABLE = re.compile(r"\\d|\\D|\(\?|[*+?}]\?|\\A|\\Z|\\z")
 
-
-def _driver(value: Any) -> DriverVersion:
-    return value if isinstance(value, DriverVersion) else DriverVersion.parse(str(value))
-
-
-def _cuda(value: Any) -> CudaVersion:
-    return value if isinstance(value, CudaVersion) else CudaVersion.parse(str(value))
+# True while _restore rebuilds a cached Struct: its checks passed when the cache was written.
+# One flag for the process: the knowledge base is loaded in one thread, before any other starts.
+_restoring = False
 
 
-def _optional_cuda(value: Any) -> CudaVersion | None:
-    return None if value in (None, "") else _cuda(value)
+def _restore(cls: type[_Knowledge], values: dict[str, Any]) -> _Knowledge:
+    """Unpickle a Struct without running its checks again (see the module docstring)."""
+    global _restoring
+    _restoring = True
+    try:
+        return cls(**values)
+    finally:
+        _restoring = False
 
 
-def _optional_driver(value: Any) -> DriverVersion | None:
-    return None if value in (None, "") else _driver(value)
+class _Knowledge(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every knowledge class: frozen, keyword-only, unknown keys refused."""
 
+    def __post_init__(self) -> None:
+        if not _restoring:
+            self._check()
 
-def _empty_none(value: Any) -> Any:
-    return None if value == "" else value
+    def _check(self) -> None:
+        """Rules beyond the field types; raise ValueError (msgspec adds where it happened)."""
 
-
-def _names(value: Any) -> Any:
-    """A CSV cell of names separated by | (a list passes through)."""
-    if isinstance(value, str):
-        return [name.strip() for name in value.split("|") if name.strip()]
-    return value
-
-
-def _yes_no(value: Any) -> bool:
-    text = str(value).strip().lower()
-    if text in {"yes", "true"}:
-        return True
-    if text in {"no", "false"}:
-        return False
-    raise ValueError(f"expected yes or no, got {value!r}")
-
-
-Driver = Annotated[DriverVersion, BeforeValidator(_driver)]
-Cuda = Annotated[CudaVersion, BeforeValidator(_cuda)]
-OptionalCuda = Annotated[CudaVersion | None, BeforeValidator(_optional_cuda)]
-OptionalDriver = Annotated[DriverVersion | None, BeforeValidator(_optional_driver)]
-YesNo = Annotated[bool, BeforeValidator(_yes_no)]
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), msgspec.structs.asdict(self)))
 
 
 def _re2_compile(pattern: str) -> Any:
@@ -87,46 +89,52 @@ def check_portable_pattern(pattern: str) -> str:
     return pattern
 
 
-class Row(BaseModel):
+@contextmanager
+def _field(name: str) -> Iterator[None]:
+    """Name the field in a check's ValueError, as msgspec names it in its own errors."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+class Row(_Knowledge, frozen=True, kw_only=True):
     """A fact with its provenance."""
 
-    model_config = ConfigDict(
-        defer_build=True, extra="forbid", arbitrary_types_allowed=True, frozen=True
-    )
-
     certainty: Certainty
-    source: str = Field(min_length=3)
+    source: Annotated[str, msgspec.Meta(min_length=3)]
     as_of: date
 
 
-class CudaToolkit(Row):
+class CudaToolkit(Row, frozen=True, kw_only=True):
     """CUDA toolkit release -> the minimum Linux driver it ships with (NVIDIA Table 3); an empty
     driver is a release whose minimum no source read gives (13.5: the notes give none)."""
 
-    cuda_version: Cuda
+    cuda_version: CudaVersion
     release: str
-    min_linux_driver: OptionalDriver
+    min_linux_driver: DriverVersion | None
     source_note: str = ""
 
 
-class CudaFamily(Row):
+class CudaFamily(Row, frozen=True, kw_only=True):
     """Minor-version compatibility floor of a CUDA major (NVIDIA Table 2)."""
 
     major: int
-    min_linux_driver: Driver
+    min_linux_driver: DriverVersion
     note: str = ""
 
 
-class DriverBranch(Row):
+class DriverBranch(Row, frozen=True, kw_only=True):
     """A driver branch: its type and the newest CUDA it supports natively."""
 
-    branch: str = Field(pattern=r"^r[0-9]{3}$")
+    branch: Annotated[str, msgspec.Meta(pattern="^r[0-9]{3}$")]
     type: Literal["ltsb", "production", "new_feature", "developer", "unknown"]
-    type_certainty: Annotated[Certainty | None, BeforeValidator(_empty_none)] = Field(
-        default=None, description="the certainty of the type alone (the row's when empty)"
-    )
+    type_certainty: Annotated[
+        Certainty | None,
+        msgspec.Meta(description="the certainty of the type alone (the row's when empty)"),
+    ] = None
     type_source: str = ""
-    cuda_ceiling: OptionalCuda
+    cuda_ceiling: CudaVersion | None
     first_release: str
     notes: str = ""
 
@@ -161,7 +169,7 @@ def compute_capability_tuple(value: str) -> tuple[int, int]:
 ForwardCompatSupport = Literal["yes", "no", "uncertain"]
 
 
-class Gpu(Row):
+class Gpu(Row, frozen=True, kw_only=True):
     """A GPU model as nvidia-smi names it, with compute capability and data-center status.
 
     The pattern is matched against gpu_name_key(name), so it is written with spaces where
@@ -170,34 +178,31 @@ class Gpu(Row):
 
     name: str
     nvidia_smi_pattern: str
-    examples: Annotated[list[str], BeforeValidator(_names)] = Field(default_factory=list)
-    compute_capability: str = Field(pattern=r"^[0-9]{1,2}\.[0-9]$")
+    examples: list[str] = msgspec.field(default_factory=list)
+    compute_capability: Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]$")]
     architecture: str = ""
     memory_gb: str
-    datacenter: YesNo
-    forward_compat: Annotated[ForwardCompatSupport | None, BeforeValidator(_empty_none)] = Field(
-        default=None,
-        description="whether NVIDIA supports forward compatibility on it (as `datacenter` when "
-        "empty); uncertain where NVIDIA gives no list (NGC Server Ready RTX SKUs)",
-    )
+    datacenter: bool
+    forward_compat: Annotated[
+        ForwardCompatSupport | None,
+        msgspec.Meta(
+            description="whether NVIDIA supports forward compatibility on it (as `datacenter` "
+            "when empty); uncertain where NVIDIA gives no list (NGC Server Ready RTX SKUs)"
+        ),
+    ] = None
 
-    @field_validator("nvidia_smi_pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        re.compile(value)
-        if "-" in value or "_" in value:
-            raise ValueError(
-                f"pattern {value!r}: write it with spaces for hyphens (it is matched against the "
-                "name with hyphens and underscores read as spaces)"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _examples_match(self) -> "Gpu":
+    def _check(self) -> None:
+        value = self.nvidia_smi_pattern
+        with _field("nvidia_smi_pattern"):
+            _compiled(value)
+            if "-" in value or "_" in value:
+                raise ValueError(
+                    f"pattern {value!r}: write it with spaces for hyphens (it is matched against "
+                    "the name with hyphens and underscores read as spaces)"
+                )
         for example in self.examples:
             if not self.matches(example):
                 raise ValueError(f"{self.name}: example {example!r} does not match its pattern")
-        return self
 
     def matches(self, product_name: str) -> bool:
         key = gpu_name_key(product_name)
@@ -214,23 +219,21 @@ class Gpu(Row):
         return compute_capability_tuple(self.compute_capability)
 
 
-class GpuLimit(Row):
+class GpuLimit(Row, frozen=True, kw_only=True):
     """A limit no driver change lifts, for GPUs below a compute capability: the last CUDA major
     that builds for them, or the last driver branch that supports them."""
 
-    id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
-    architectures: list[str] = Field(min_length=1)
-    below_compute_capability: str = Field(pattern=r"^[0-9]{1,2}\.[0-9]$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z0-9]+(-[a-z0-9]+)*$")]
+    architectures: Annotated[list[str], msgspec.Meta(min_length=1)]
+    below_compute_capability: Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]$")]
     last_cuda_major: int | None = None
-    last_driver_branch: str | None = Field(default=None, pattern=r"^r[0-9]{3}$")
+    last_driver_branch: Annotated[str, msgspec.Meta(pattern="^r[0-9]{3}$")] | None = None
     summary: str
     source_note: str = ""
 
-    @model_validator(mode="after")
-    def _one_limit(self) -> "GpuLimit":
+    def _check(self) -> None:
         if (self.last_cuda_major is None) == (self.last_driver_branch is None):
             raise ValueError(f"{self.id}: give exactly one of last_cuda_major, last_driver_branch")
-        return self
 
     def applies_to(self, gpu: Gpu) -> bool:
         return gpu.capability < compute_capability_tuple(self.below_compute_capability)
@@ -240,10 +243,8 @@ class GpuLimit(Row):
         return int(self.last_driver_branch[1:]) if self.last_driver_branch else None
 
 
-class Provenance(BaseModel):
+class Provenance(_Knowledge, frozen=True, kw_only=True):
     """Source, date and certainty of a YAML document (the certainty is always stated)."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", arbitrary_types_allowed=True)
 
     source: str
     as_of: date
@@ -251,7 +252,7 @@ class Provenance(BaseModel):
     certainty: Certainty
 
 
-class ForwardCompat(Provenance):
+class ForwardCompat(Provenance, frozen=True, kw_only=True):
     """Which cuda-compat packages run on which base branches, and on which GPUs at all."""
 
     gpu_rule: str
@@ -259,32 +260,26 @@ class ForwardCompat(Provenance):
     limits: list[str]
     packages: dict[str, list[str]]
 
-    @field_validator("packages")
-    @classmethod
-    def _valid_keys(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        for cuda, branches in value.items():
-            CudaVersion.parse(cuda)
-            for branch in branches:
-                if not re.fullmatch(r"r[0-9]{3}", branch):
-                    raise ValueError(f"package {cuda}: {branch!r} is not a branch like r570")
-        return value
+    def _check(self) -> None:
+        with _field("packages"):
+            for cuda, branches in self.packages.items():
+                CudaVersion.parse(cuda)
+                for branch in branches:
+                    if not re.fullmatch(r"r[0-9]{3}", branch):
+                        raise ValueError(f"package {cuda}: {branch!r} is not a branch like r570")
 
 
-class NamedTag(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", arbitrary_types_allowed=True)
-
+class NamedTag(_Knowledge, frozen=True, kw_only=True):
     tag: str
-    cuda: Cuda
+    cuda: CudaVersion
     note: str
     certainty: Certainty
     source: str
 
 
-class ReleaseDefault(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", arbitrary_types_allowed=True)
-
-    since: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
-    cuda: Cuda
+class ReleaseDefault(_Knowledge, frozen=True, kw_only=True):
+    since: Annotated[str, msgspec.Meta(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")]
+    cuda: CudaVersion
     certainty: Certainty
     source: str
     note: str
@@ -294,7 +289,7 @@ class ReleaseDefault(BaseModel):
         return tuple(int(part) for part in self.since.split("."))
 
 
-class ImageMap(Provenance):
+class ImageMap(Provenance, frozen=True, kw_only=True):
     """How vLLM image tags map to CUDA builds (a fallback when the image config is not at hand)."""
 
     repositories: list[str]
@@ -303,120 +298,114 @@ class ImageMap(Provenance):
     default_cuda_by_release: list[ReleaseDefault]
 
 
-class Milestone(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
+class Milestone(_Knowledge, frozen=True, kw_only=True):
     id: str
     phase: Phase
     patterns: list[str]
 
-    @field_validator("patterns")
-    @classmethod
-    def _portable(cls, value: list[str]) -> list[str]:
-        return [check_portable_pattern(p) for p in value]
+    def _check(self) -> None:
+        with _field("patterns"):
+            for pattern in self.patterns:
+                check_portable_pattern(pattern)
 
 
-class Examples(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    positive: list[str] = Field(min_length=1)
-    negative: list[str] = Field(min_length=1)
+class Examples(_Knowledge, frozen=True, kw_only=True):
+    positive: Annotated[list[str], msgspec.Meta(min_length=1)]
+    negative: Annotated[list[str], msgspec.Meta(min_length=1)]
 
 
 def _one_group_each(patterns: list[str]) -> list[str]:
     """Portable patterns whose one capturing group holds the value to read."""
     for pattern in patterns:
         check_portable_pattern(pattern)
-        if re.compile(pattern).groups != 1:
+        if _compiled(pattern).groups != 1:
             raise ValueError(f"pattern {pattern!r} needs exactly one group (the value)")
     return patterns
 
 
-class LifecycleEvent(BaseModel):
+class LifecycleEvent(_Knowledge, frozen=True, kw_only=True):
     """A line about the server's stop: a stop signal, an orderly shutdown, its end."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z0-9_]+$")]
     kind: Literal["stop_signal", "shutdown", "shutdown_done"]
-    patterns: list[str] = Field(min_length=1)
+    patterns: Annotated[list[str], msgspec.Meta(min_length=1)]
     examples: Examples
 
-    @field_validator("patterns")
-    @classmethod
-    def _portable(cls, value: list[str]) -> list[str]:
-        return [check_portable_pattern(p) for p in value]
+    def _check(self) -> None:
+        with _field("patterns"):
+            for pattern in self.patterns:
+                check_portable_pattern(pattern)
 
 
-class RequestLine(BaseModel):
+class RequestLine(_Knowledge, frozen=True, kw_only=True):
     """An access-log line of one request; the pattern's one group is its HTTP status."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z0-9_]+$")]
+    patterns: Annotated[list[str], msgspec.Meta(min_length=1)]
+    probes: Annotated[
+        list[str], msgspec.Meta(description="health and metrics probes: answered, not served")
+    ] = msgspec.field(default_factory=list)
+    examples: Annotated[
+        dict[str, str], msgspec.Meta(min_length=1, description="line -> the status it reads")
+    ]
 
-    id: str = Field(pattern=r"^[a-z0-9_]+$")
-    patterns: list[str] = Field(min_length=1)
-    probes: list[str] = Field(
-        default_factory=list, description="health and metrics probes: answered, not served"
-    )
-    examples: dict[str, str] = Field(min_length=1, description="line -> the status it reads")
-
-    _groups = field_validator("patterns")(_one_group_each)
-
-    @field_validator("probes")
-    @classmethod
-    def _portable(cls, value: list[str]) -> list[str]:
-        return [check_portable_pattern(p) for p in value]
+    def _check(self) -> None:
+        with _field("patterns"):
+            _one_group_each(self.patterns)
+        with _field("probes"):
+            for pattern in self.probes:
+                check_portable_pattern(pattern)
 
 
-class LogFactRule(BaseModel):
+class LogFactRule(_Knowledge, frozen=True, kw_only=True):
     """A version or name the log states about its own stack; the pattern's group is the value.
     decode: cuda_api turns 12080 into 12.8 (PyTorch's "found version", NCCL's cudaDriverVersion),
     cu_tag turns a wheel tag's 124 into 12.4."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z0-9_]+$")]
     key: FactKey
     decode: Literal["text", "cuda_api", "cu_tag"] = "text"
-    patterns: list[str] = Field(min_length=1)
-    examples: dict[str, str] = Field(min_length=1, description="line -> the value it reads")
+    patterns: Annotated[list[str], msgspec.Meta(min_length=1)]
+    examples: Annotated[
+        dict[str, str], msgspec.Meta(min_length=1, description="line -> the value it reads")
+    ]
 
-    _groups = field_validator("patterns")(_one_group_each)
+    def _check(self) -> None:
+        with _field("patterns"):
+            _one_group_each(self.patterns)
 
 
-class Phases(Provenance):
+class Phases(Provenance, frozen=True, kw_only=True):
     """What a log says about the run besides its errors: vLLM's start-up milestones in order (the
     last one seen before an error gives its phase), the lines of a stop, access-log lines, and
     the versions and names it states."""
 
     milestones: list[Milestone]
-    lifecycle: list[LifecycleEvent] = Field(default_factory=list)
-    requests: list[RequestLine] = Field(default_factory=list)
-    facts: list[LogFactRule] = Field(default_factory=list)
+    lifecycle: list[LifecycleEvent] = msgspec.field(default_factory=list)
+    requests: list[RequestLine] = msgspec.field(default_factory=list)
+    facts: list[LogFactRule] = msgspec.field(default_factory=list)
 
 
-class Signature(BaseModel):
+class Signature(_Knowledge, frozen=True, kw_only=True):
     """A log signature, in the style of a lint rule: stable id, evidence patterns, advice, tests."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    id: str = Field(pattern=r"^VT[0-9]{3}$")
-    name: str = Field(pattern=r"^[a-z0-9-]+$")
+    id: Annotated[str, msgspec.Meta(pattern="^VT[0-9]{3}$")]
+    name: Annotated[str, msgspec.Meta(pattern="^[a-z0-9-]+$")]
     cause: FailureClass
-    cause_by_phase: dict[Phase, FailureClass] = Field(default_factory=dict)
+    cause_by_phase: dict[Phase, FailureClass] = msgspec.field(default_factory=dict)
     # request: a request the running server refused (the server itself is fine)
     tier: Literal["root", "symptom", "stall", "request"]
     phase: Phase
-    confidence: float = Field(gt=0.0, le=1.0)
-    patterns: list[str] = Field(min_length=1)
-    extract: dict[str, str] = Field(default_factory=dict)
-    outranks: list[str] = Field(
-        default_factory=list, description="ids of earlier errors this one explains (it wins)"
-    )
+    confidence: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)]
+    patterns: Annotated[list[str], msgspec.Meta(min_length=1)]
+    extract: dict[str, str] = msgspec.field(default_factory=dict)
+    outranks: Annotated[
+        list[str], msgspec.Meta(description="ids of earlier errors this one explains (it wins)")
+    ] = msgspec.field(default_factory=list)
     summary: Text
     explanation: Text
-    next_steps: list[Text] = Field(min_length=1)
-    avoid: list[Text] = Field(min_length=1)
+    next_steps: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    avoid: Annotated[list[Text], msgspec.Meta(min_length=1)]
     driver_change_advised: bool
     explained_by_driver_threshold: bool = False
     source: str
@@ -424,81 +413,77 @@ class Signature(BaseModel):
     as_of: date
     examples: Examples
 
-    @field_validator("patterns")
-    @classmethod
-    def _portable(cls, value: list[str]) -> list[str]:
-        return [check_portable_pattern(p) for p in value]
-
-    @field_validator("extract")
-    @classmethod
-    def _one_group(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, pattern in value.items():
-            if re.compile(pattern).groups != 1:
-                raise ValueError(f"extract {name!r} needs exactly one group: {pattern!r}")
-        return value
+    def _check(self) -> None:
+        with _field("patterns"):
+            for pattern in self.patterns:
+                check_portable_pattern(pattern)
+        with _field("extract"):
+            for name, pattern in self.extract.items():
+                if _compiled(pattern).groups != 1:
+                    raise ValueError(f"extract {name!r} needs exactly one group: {pattern!r}")
 
     def cause_in(self, phase: Phase) -> FailureClass:
         return self.cause_by_phase.get(phase, self.cause)
 
 
-class RecipeFlag(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
+class RecipeFlag(_Knowledge, frozen=True, kw_only=True):
     flag: str
     why: str
-    severity: Literal["error", "warning"] = Field(
-        default="warning",
-        description="what `preflight` makes of a launch without it: error stops the start "
-        "(the server would fail or lose what the profile is for), warning only says so",
-    )
+    severity: Annotated[
+        Literal["error", "warning"],
+        msgspec.Meta(
+            description="what `preflight` makes of a launch without it: error stops the start "
+            "(the server would fail or lose what the profile is for), warning only "
+            "says so"
+        ),
+    ] = "warning"
 
 
-class RecipeToolCalls(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
+class RecipeToolCalls(_Knowledge, frozen=True, kw_only=True):
     flags: list[str]
     reasoning_parser: str | None = None
     note: str
 
 
-class RecipeContext(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
+class RecipeContext(_Knowledge, frozen=True, kw_only=True):
     max_model_len: int
     note: str
 
 
-class RecipeAll2All(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
+class RecipeAll2All(_Knowledge, frozen=True, kw_only=True):
     rdma: str
     nvlink: str
     note: str
-    source: str | None = Field(default=None, description="where the backends are named")
+    source: Annotated[str | None, msgspec.Meta(description="where the backends are named")] = None
 
 
-class ReviewTrigger(Row):
+class ReviewTrigger(Row, frozen=True, kw_only=True):
     """An event that sends a decision made for the recipe's model back to review (`record` lists
     it, `record check` watches it): an image tag appearing in a registry's tag list. It is met
     when a tag of `repository` is one of `tags`, or matches `tag_pattern` (Python re, whole tag)
     with its `version` group at least `min_version`."""
 
-    id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z0-9]+(-[a-z0-9]+)*$")]
     kind: Literal["image_tag"] = "image_tag"
     name: Text
-    registry: str = Field(
-        default="https://registry-1.docker.io",
-        pattern=r"^https?://[A-Za-z0-9.\-]+(:[0-9]+)?$",
-        description="the OCI distribution API's base URL",
+    registry: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=r"^https?://[A-Za-z0-9.\-]+(:[0-9]+)?$",
+            description="the OCI distribution API's base URL",
+        ),
+    ] = "https://registry-1.docker.io"
+    repository: Annotated[str, msgspec.Meta(pattern="^[a-z0-9]+([._/-][a-z0-9]+)*$")]
+    tags: Annotated[list[str], msgspec.Meta(description="tag names that meet it")] = msgspec.field(
+        default_factory=list
     )
-    repository: str = Field(pattern=r"^[a-z0-9]+([._/-][a-z0-9]+)*$")
-    tags: list[str] = Field(default_factory=list, description="tag names that meet it")
-    tag_pattern: str | None = Field(default=None, description="tags that meet it (Python re)")
-    min_version: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)*$")
+    tag_pattern: Annotated[
+        str | None, msgspec.Meta(description="tags that meet it (Python re)")
+    ] = None
+    min_version: Annotated[str, msgspec.Meta(pattern=r"^[0-9]+(\.[0-9]+)*$")] | None = None
     note: Text = ""
 
-    @model_validator(mode="after")
-    def _watches_something(self) -> "ReviewTrigger":
+    def _check(self) -> None:
         if not self.tags and self.tag_pattern is None:
             raise ValueError(f"review trigger {self.id}: give tags, tag_pattern or both")
         if self.tag_pattern is not None:
@@ -512,25 +497,22 @@ class ReviewTrigger(Row):
                 )
         elif self.min_version is not None:
             raise ValueError(f"review trigger {self.id}: min_version needs a tag_pattern")
-        return self
 
 
-class RecipeProfile(BaseModel):
+class RecipeProfile(_Knowledge, frozen=True, kw_only=True):
     """One serving profile of a recipe (aggregated on Blackwell, the decode side of a
     prefill/decode split...) and the flags it sets, on top of the recipe's required_flags."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z0-9]+(-[a-z0-9]+)*$")]
     name: str
     mode: Literal["aggregated", "prefill", "decode"]
     hardware: str
     flags: list[RecipeFlag]
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
     note: str = ""
 
 
-class Recipe(Provenance):
+class Recipe(Provenance, frozen=True, kw_only=True):
     """What a model needs from the stack: vLLM version, image CUDA, driver branch, flags (those of
     every profile in required_flags, each profile's own in profiles)."""
 
@@ -539,9 +521,9 @@ class Recipe(Provenance):
     architecture: str
     min_vllm_version: str
     image: str
-    image_cuda: Cuda
+    image_cuda: CudaVersion
     cuda_variants_available: list[str]
-    min_driver_branch: str = Field(pattern=r"^r[0-9]{3}$")
+    min_driver_branch: Annotated[str, msgspec.Meta(pattern="^r[0-9]{3}$")]
     driver_note: str
     recommended_hardware: str
     startup_note: str
@@ -549,15 +531,19 @@ class Recipe(Provenance):
     tool_calls: RecipeToolCalls
     context: RecipeContext
     all2all_backends: RecipeAll2All
-    model_ids: list[str] = Field(default_factory=list, description="hub ids the recipe is for")
-    profiles: list[RecipeProfile] = Field(min_length=1)
-    default_profile: str = Field(description="the profile checks use when none is named")
-    review_triggers: list[ReviewTrigger] = Field(
-        default_factory=list, description="what sends a decision for this model back to review"
+    model_ids: Annotated[list[str], msgspec.Meta(description="hub ids the recipe is for")] = (
+        msgspec.field(default_factory=list)
     )
+    profiles: Annotated[list[RecipeProfile], msgspec.Meta(min_length=1)]
+    default_profile: Annotated[
+        str, msgspec.Meta(description="the profile checks use when none is named")
+    ]
+    review_triggers: Annotated[
+        list[ReviewTrigger],
+        msgspec.Meta(description="what sends a decision for this model back to review"),
+    ] = msgspec.field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _profiles_consistent(self) -> "Recipe":
+    def _check(self) -> None:
         ids = [profile.id for profile in self.profiles]
         if len(set(ids)) != len(ids):
             raise ValueError(f"recipe {self.id}: a profile id is defined twice")
@@ -566,21 +552,18 @@ class Recipe(Provenance):
                 f"recipe {self.id}: default_profile {self.default_profile!r} is not one of its "
                 f"profiles ({', '.join(ids)})"
             )
-        return self
 
 
-class VllmArgument(BaseModel):
+class VllmArgument(_Knowledge, frozen=True, kw_only=True):
     """One vLLM launch flag that triage reads, and the LaunchArgs field it fills."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    flag: str = Field(pattern=r"^--[a-z0-9-]+$")
-    aliases: list[str] = Field(default_factory=list)
+    flag: Annotated[str, msgspec.Meta(pattern="^--[a-z0-9-]+$")]
+    aliases: list[str] = msgspec.field(default_factory=list)
     field: str
     type: Literal["str", "int", "float", "bool", "size"]
 
 
-class VllmArgs(Provenance):
+class VllmArgs(Provenance, frozen=True, kw_only=True):
     """How a vLLM launch command is read: entry points, mapped flags, switches."""
 
     entrypoints: list[list[str]]
@@ -589,17 +572,17 @@ class VllmArgs(Provenance):
     switches: list[str]
 
 
-class FactCheck(Provenance):
+class FactCheck(Provenance, frozen=True, kw_only=True):
     """A check over a bundle's facts: its wording and class (the condition is code, by id)."""
 
-    id: str = Field(pattern=r"^VF[0-9]{3}$")
-    name: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
+    id: Annotated[str, msgspec.Meta(pattern="^VF[0-9]{3}$")]
+    name: Annotated[str, msgspec.Meta(pattern="^[a-z0-9]+(-[a-z0-9]+)*$")]
     cause: FailureClass
     phase: Phase
-    confidence: float = Field(ge=0.0, le=1.0)
+    confidence: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
     summary: Text
-    next_steps: list[Text] = Field(min_length=1)
-    avoid: list[Text] = Field(min_length=1)
+    next_steps: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    avoid: Annotated[list[Text], msgspec.Meta(min_length=1)]
 
 
 RedactionKind = Literal["value", "name", "argument", "header", "url"]
@@ -682,49 +665,36 @@ def _compiled(pattern: str) -> re.Pattern[str]:
         raise ValueError(f"pattern {pattern!r} does not compile: {exc}") from exc
 
 
-class RedactionRule(Row):
+class RedactionRule(Row, frozen=True, kw_only=True):
     """A secret the bundle must never contain: its shape or the name that holds it, with tests."""
 
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z][a-z0-9_]*$")]
     name: str
     kind: RedactionKind
     match: str
     keep_prefix: str | None = None
-    exceptions: list[str] = Field(default_factory=list)
-    context: str | None = Field(
-        default=None,
-        description="argument rules: what must come before the option (`docker login` for -p)",
-    )
-    multiple: bool = Field(
-        default=False, description="argument rules: the option takes one or more values"
-    )
+    exceptions: list[str] = msgspec.field(default_factory=list)
+    context: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="argument rules: what must come before the option (`docker login` for -p)"
+        ),
+    ] = None
+    multiple: Annotated[
+        bool, msgspec.Meta(description="argument rules: the option takes one or more values")
+    ] = False
     explanation: str
     examples: Examples
 
-    @field_validator("id")
-    @classmethod
-    def _not_reserved(cls, value: str) -> str:
-        if value == "omitted":
-            raise ValueError("'omitted' is the allow-list's count in the report, not a rule id")
-        return value
-
-    @field_validator("exceptions")
-    @classmethod
-    def _plain_names(cls, value: list[str]) -> list[str]:
-        for name in value:
+    def _check(self) -> None:
+        if self.id == "omitted":
+            raise ValueError("id: 'omitted' is the allow-list's count in the report, not a rule id")
+        with _field("keep_prefix"):
+            if self.keep_prefix is not None and _compiled(self.keep_prefix).groups:
+                raise ValueError(f"keep_prefix {self.keep_prefix!r} must not define groups")
+        for name in self.exceptions:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"exception {name!r} is not a plain name")
-        return value
-
-    @field_validator("keep_prefix")
-    @classmethod
-    def _prefix_groups(cls, value: str | None) -> str | None:
-        if value is not None and _compiled(value).groups:
-            raise ValueError(f"keep_prefix {value!r} must not define groups")
-        return value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "RedactionRule":
+                raise ValueError(f"exceptions: exception {name!r} is not a plain name")
         compiled = _compiled(self.match)
         if re.search(r"\(\?[aiLmsux]+\)", self.match):
             raise ValueError(f"{self.id}: use scoped flags (?i:...), the rules share one pattern")
@@ -754,39 +724,32 @@ class RedactionRule(Row):
                 _re2_compile(re2_superset(self.context))
             except Exception as exc:
                 raise ValueError(f"{self.id}: no RE2 prefilter can be made of it: {exc}") from exc
-        return self
 
 
-class EnvAllow(Row):
+class EnvAllow(Row, frozen=True, kw_only=True):
     """Environment variables a bundle keeps (values still redacted): prefixes and exact names."""
 
     why: str
-    prefixes: list[str] = Field(default_factory=list)
-    names: list[str] = Field(default_factory=list)
+    prefixes: list[str] = msgspec.field(default_factory=list)
+    names: list[str] = msgspec.field(default_factory=list)
 
-    @field_validator("prefixes", "names")
-    @classmethod
-    def _env_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"{name!r} is not an environment variable name or prefix")
-        return value
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> "EnvAllow":
+    def _check(self) -> None:
+        for label, names in (("prefixes", self.prefixes), ("names", self.names)):
+            for name in names:
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                    raise ValueError(
+                        f"{label}: {name!r} is not an environment variable name or prefix"
+                    )
         if not self.prefixes and not self.names:
             raise ValueError("an allow-list entry needs prefixes or names")
-        return self
 
 
-class Redaction(BaseModel):
+class Redaction(_Knowledge, frozen=True, kw_only=True):
     """What `collect` redacts (rules, in order of precedence) and which variables it keeps."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", arbitrary_types_allowed=True)
-
     as_of: date
-    rules: list[RedactionRule] = Field(min_length=1)
-    env_allow: list[EnvAllow] = Field(min_length=1)
+    rules: Annotated[list[RedactionRule], msgspec.Meta(min_length=1)]
+    env_allow: Annotated[list[EnvAllow], msgspec.Meta(min_length=1)]
 
     def rule(self, rule_id: str) -> RedactionRule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
@@ -799,34 +762,36 @@ class Redaction(BaseModel):
         )
 
 
-class MetricAliases(Provenance):
+class MetricAliases(Provenance, frozen=True, kw_only=True):
     """vLLM metric names by what they measure, newest first (names changed between versions)."""
 
-    metrics: dict[str, list[str]] = Field(min_length=1)
+    metrics: Annotated[dict[str, list[str]], msgspec.Meta(min_length=1)]
 
 
 ShapeKind = Literal["timestamp", "random_id"]
 
 
-class PrefixShape(Row):
+class PrefixShape(Row, dict=True, frozen=True, kw_only=True):
     """A value that changes from request to request (a date, an id): found where two prompts
     first differ, it explains the difference; its kind is the divergence class it is reported as."""
 
-    id: str = Field(pattern=r"^VP[0-9]{3}$")
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    id: Annotated[str, msgspec.Meta(pattern="^VP[0-9]{3}$")]
+    name: Annotated[str, msgspec.Meta(pattern="^[a-z][a-z0-9_]*$")]
     kind: ShapeKind
-    patterns: list[str] = Field(min_length=1, description="Python re; alternatives of one shape")
+    patterns: Annotated[
+        list[str], msgspec.Meta(min_length=1, description="Python re; alternatives of one shape")
+    ]
     explanation: str
     examples: Examples
 
-    @field_validator("patterns")
-    @classmethod
-    def _joinable(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            if re.search(r"\(\?[aiLmsux]+\)", pattern):
-                raise ValueError(f"{pattern!r}: use scoped flags (?i:...), the patterns are joined")
-            _compiled(pattern)
-        return value
+    def _check(self) -> None:
+        with _field("patterns"):
+            for pattern in self.patterns:
+                if re.search(r"\(\?[aiLmsux]+\)", pattern):
+                    raise ValueError(
+                        f"{pattern!r}: use scoped flags (?i:...), the patterns are joined"
+                    )
+                _compiled(pattern)
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -834,28 +799,27 @@ class PrefixShape(Row):
         return re.compile("|".join(f"(?:{p})" for p in self.patterns))
 
 
-class PrefixFix(Row):
+class PrefixFix(Row, frozen=True, kw_only=True):
     """What to change in the client so that requests share their prefix again, for one class of
     divergence that is a problem."""
 
-    id: str = Field(pattern=r"^[a-z][a-z_]*$", description="the divergence class it fixes")
+    id: Annotated[
+        str, msgspec.Meta(pattern="^[a-z][a-z_]*$", description="the divergence class it fixes")
+    ]
     explanation: str
     fix: str
 
 
-class PrefixShapes(BaseModel):
+class PrefixShapes(_Knowledge, frozen=True, kw_only=True):
     """prefix-check's knowledge: the volatile-value shapes, in the order they are tried, and the
     fix of each problem class."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", arbitrary_types_allowed=True)
-
     as_of: date
     source: str
-    shapes: list[PrefixShape] = Field(min_length=1)
-    fixes: list[PrefixFix] = Field(min_length=1)
+    shapes: Annotated[list[PrefixShape], msgspec.Meta(min_length=1)]
+    fixes: Annotated[list[PrefixFix], msgspec.Meta(min_length=1)]
 
-    @model_validator(mode="after")
-    def _unique(self) -> "PrefixShapes":
+    def _check(self) -> None:
         for label, keys in (
             ("shape id", [s.id for s in self.shapes]),
             ("shape name", [s.name for s in self.shapes]),
@@ -864,7 +828,6 @@ class PrefixShapes(BaseModel):
             twice = sorted({key for key in keys if keys.count(key) > 1})
             if twice:
                 raise ValueError(f"{label} {', '.join(twice)} defined twice")
-        return self
 
     def fix(self, kind: str) -> str | None:
         return next((f.fix for f in self.fixes if f.id == kind), None)
@@ -900,90 +863,93 @@ RecoveryWhen = Literal[
 as the fact checks are."""
 
 
-class RecoveryCondition(BaseModel):
+class RecoveryCondition(_Knowledge, frozen=True, kw_only=True):
     """One reason for or against a path, shown when its condition holds."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     when: RecoveryWhen
     effect: Literal["for", "against"]
     reason: Text
 
 
-class RecoveryPath(Row):
+class RecoveryPath(Row, frozen=True, kw_only=True):
     """A way back to a working server, with the reasons for and against it and its own steps."""
 
     id: RecoveryPathId
     name: Text
     summary: Text
-    lead_time_hours: float = Field(gt=0, description="at least this long from start to checked")
-    conditions: list[RecoveryCondition] = Field(min_length=1)
-    instead: Text = Field(description="why not, when it is possible but another path comes first")
-    steps: list[Text] = Field(min_length=1)
+    lead_time_hours: Annotated[
+        float, msgspec.Meta(gt=0, description="at least this long from start to checked")
+    ]
+    conditions: Annotated[list[RecoveryCondition], msgspec.Meta(min_length=1)]
+    instead: Annotated[
+        Text, msgspec.Meta(description="why not, when it is possible but another path comes first")
+    ]
+    steps: Annotated[list[Text], msgspec.Meta(min_length=1)]
 
 
-class LongTermRelease(Row):
+class LongTermRelease(Row, frozen=True, kw_only=True):
     """The current release of a long-term driver branch: the recommended upgrade target."""
 
-    branch: str = Field(pattern=r"^r[0-9]{3}$")
-    release: Driver
-    eol: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}$", description="end of life, year and month")
+    branch: Annotated[str, msgspec.Meta(pattern="^r[0-9]{3}$")]
+    release: DriverVersion
+    eol: Annotated[
+        str, msgspec.Meta(pattern="^[0-9]{4}-[0-9]{2}$", description="end of life, year and month")
+    ]
     note: Text = ""
 
 
-class BaselineItem(BaseModel):
+class BaselineItem(_Knowledge, frozen=True, kw_only=True):
     """Something to save before the change (the id says which bundle facts fill it in)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[a-z][a-z_]*$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z][a-z_]*$")]
     item: Text
 
 
-class ChangePlan(Row):
+class ChangePlan(Row, frozen=True, kw_only=True):
     """The driver change on a shared cluster: baseline, staged order, rollback, risks, when to
     widen, the change-record checklist and what to re-check before starting."""
 
-    baseline: list[BaselineItem] = Field(min_length=1)
-    staged_order: list[Text] = Field(min_length=1)
-    rollback: list[Text] = Field(min_length=1)
-    risks: list[Text] = Field(min_length=1)
-    widen_when: list[Text] = Field(min_length=1)
-    change_record: list[Text] = Field(min_length=1)
-    recheck: list[Text] = Field(min_length=1)
+    baseline: Annotated[list[BaselineItem], msgspec.Meta(min_length=1)]
+    staged_order: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    rollback: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    risks: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    widen_when: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    change_record: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    recheck: Annotated[list[Text], msgspec.Meta(min_length=1)]
 
 
-class Reproducibility(Row):
+class Reproducibility(Row, frozen=True, kw_only=True):
     """What a custom build must pin, and how to prove it can be built again."""
 
-    pin: list[Text] = Field(min_length=1)
-    check: list[Text] = Field(min_length=1)
+    pin: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    check: Annotated[list[Text], msgspec.Meta(min_length=1)]
 
 
-class RecoveryFlow(Row):
+class RecoveryFlow(Row, frozen=True, kw_only=True):
     """Where a diagnosis that is not a driver threshold goes, with that flow's own next steps."""
 
-    id: str = Field(pattern=r"^[a-z][a-z_]*$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z][a-z_]*$")]
     name: Text
-    classes: list[FailureClass] = Field(min_length=1)
-    steps: list[Text] = Field(min_length=1)
-    avoid: list[Text] = Field(min_length=1)
-    rungs: list[str] = Field(default_factory=list, description="validate rungs that prove it")
+    classes: Annotated[list[FailureClass], msgspec.Meta(min_length=1)]
+    steps: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    avoid: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    rungs: Annotated[list[str], msgspec.Meta(description="validate rungs that prove it")] = (
+        msgspec.field(default_factory=list)
+    )
 
 
-class Recovery(Provenance):
+class Recovery(Provenance, frozen=True, kw_only=True):
     """recovery.yaml: what `plan` weighs and writes (the choice itself is code, vllm_triage.plan)."""
 
-    threshold_classes: list[FailureClass] = Field(min_length=1)
-    urgent_deadline_hours: float = Field(gt=0)
-    paths: list[RecoveryPath] = Field(min_length=5, max_length=5)
-    long_term_releases: list[LongTermRelease] = Field(min_length=1)
+    threshold_classes: Annotated[list[FailureClass], msgspec.Meta(min_length=1)]
+    urgent_deadline_hours: Annotated[float, msgspec.Meta(gt=0)]
+    paths: Annotated[list[RecoveryPath], msgspec.Meta(min_length=5, max_length=5)]
+    long_term_releases: Annotated[list[LongTermRelease], msgspec.Meta(min_length=1)]
     change_plan: ChangePlan
     custom_build: Reproducibility
-    flows: list[RecoveryFlow] = Field(min_length=1)
+    flows: Annotated[list[RecoveryFlow], msgspec.Meta(min_length=1)]
 
-    @model_validator(mode="after")
-    def _each_once(self) -> "Recovery":
+    def _check(self) -> None:
         ids = [path.id for path in self.paths]
         if len(set(ids)) != len(ids):
             raise ValueError("a recovery path is defined twice")
@@ -994,7 +960,6 @@ class Recovery(Provenance):
         flow_ids = [flow.id for flow in self.flows]
         if len(set(flow_ids)) != len(flow_ids):
             raise ValueError("a flow id is defined twice")
-        return self
 
     def path(self, path_id: str) -> RecoveryPath:
         return next(path for path in self.paths if path.id == path_id)
@@ -1014,49 +979,42 @@ WideningCheck = Literal[
 RollbackTarget = Literal["driver", "image", "nodes"]
 
 
-class WideningRule(BaseModel):
+class WideningRule(_Knowledge, frozen=True, kw_only=True):
     """A widening condition as recovery.yaml's change plan writes it, and the check that judges
     it in the decision record."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     check: WideningCheck
     condition: Text
 
 
-class UnverifiedScope(BaseModel):
+class UnverifiedScope(_Knowledge, frozen=True, kw_only=True):
     """Something no validation run proves, listed as unverified in every decision record."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[a-z][a-z_]*$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z][a-z_]*$")]
     name: Text
     why: Text
 
 
-class RollbackRule(BaseModel):
+class RollbackRule(_Knowledge, frozen=True, kw_only=True):
     """What sends the driver, the image or the node assignment back, for the paths it concerns."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    id: str = Field(pattern=r"^[a-z][a-z_]*$")
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z][a-z_]*$")]
     target: RollbackTarget
-    paths: list[RecoveryPathId] = Field(min_length=1)
+    paths: Annotated[list[RecoveryPathId], msgspec.Meta(min_length=1)]
     when: Text
 
 
-class RecordPolicy(Provenance):
+class RecordPolicy(Provenance, frozen=True, kw_only=True):
     """record.yaml: what `vllm-triage record` writes beyond the case's own evidence (the review
     period, the checks behind the widening conditions, the scope no run proves, the rollback
     conditions of each path)."""
 
-    review_days: int = Field(ge=1, le=3650)
-    widening: list[WideningRule] = Field(min_length=1)
-    unverified: list[UnverifiedScope] = Field(min_length=1)
-    rollback: list[RollbackRule] = Field(min_length=1)
+    review_days: Annotated[int, msgspec.Meta(ge=1, le=3650)]
+    widening: Annotated[list[WideningRule], msgspec.Meta(min_length=1)]
+    unverified: Annotated[list[UnverifiedScope], msgspec.Meta(min_length=1)]
+    rollback: Annotated[list[RollbackRule], msgspec.Meta(min_length=1)]
 
-    @model_validator(mode="after")
-    def _each_once(self) -> "RecordPolicy":
+    def _check(self) -> None:
         groups: list[tuple[str, list[str]]] = [
             ("widening check", [rule.check for rule in self.widening]),
             ("unverified scope", [item.id for item in self.unverified]),
@@ -1066,7 +1024,6 @@ class RecordPolicy(Provenance):
             twice = sorted({i for i in ids if ids.count(i) > 1})
             if twice:
                 raise ValueError(f"{label} {', '.join(twice)} is defined twice")
-        return self
 
     def widening_rule(self, condition: str) -> WideningRule | None:
         """The rule of a widening condition, by its text as the plan stores it."""

@@ -1,15 +1,19 @@
 """The knowledge base's texts for people (advice, checklists, reasons), marked in the schema as
 `Text` so that they are translated like the code's messages: `make i18n` collects them into the
 `knowledge` catalog, the tests fail when one lacks a translation, and whoever shows one passes it
-through the reader's catalog."""
+through the reader's catalog.
+
+The schema's classes are msgspec Structs (vllm_triage.knowledge.schema): the walk reads each
+field's declared type, Annotated metadata included, through msgspec.structs.fields."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
-from typing import Annotated, Any
+from functools import cache
+from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel
+import msgspec
 
 
 class Translatable:
@@ -23,13 +27,13 @@ Text = Annotated[str, Translatable()]
 
 
 def translatable_texts(source: object, where: str = "") -> Iterator[tuple[str, str]]:
-    """Every marked text in a knowledge base (or any model, list or dict of them), with where it
+    """Every marked text in a knowledge base (or any Struct, list or dict of them), with where it
     sits as a dotted path."""
-    if isinstance(source, BaseModel):
-        for name, info in type(source).model_fields.items():
+    if isinstance(source, msgspec.Struct):
+        for name, marked in _fields(type(source)):
             value = getattr(source, name)
             path = f"{where}.{name}" if where else name
-            if any(isinstance(item, Translatable) for item in info.metadata) or _marked_list(info):
+            if marked:
                 yield from ((text, path) for text in _strings(value))
             else:
                 yield from translatable_texts(value, path)
@@ -45,9 +49,20 @@ def translatable_texts(source: object, where: str = "") -> Iterator[tuple[str, s
             yield from translatable_texts(item, f"{where}.{key}")
 
 
-def _marked_list(info: Any) -> bool:
-    """A list[Text] field: the marker sits on the list's item type."""
-    for argument in getattr(info.annotation, "__args__", ()):
+@cache
+def _fields(kind: type[msgspec.Struct]) -> tuple[tuple[str, bool], ...]:
+    """Each field's name and whether it holds texts (Text, or a list of Text)."""
+    return tuple((field.name, _marked(field.type)) for field in msgspec.structs.fields(kind))
+
+
+def _marked(annotation: Any) -> bool:
+    """Text itself, or a container whose item type is Text (the marker sits on the item type);
+    constraints (Annotated[list[Text], msgspec.Meta(...)]) wrap either."""
+    if get_origin(annotation) is Annotated:
+        if any(isinstance(item, Translatable) for item in annotation.__metadata__):
+            return True
+        annotation = annotation.__origin__
+    for argument in get_args(annotation):
         if any(isinstance(item, Translatable) for item in getattr(argument, "__metadata__", ())):
             return True
     return False

@@ -4,7 +4,6 @@ values (versions, device names, paths) as the artifact holds them."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -211,23 +210,10 @@ def _next(baseline: Baseline, previous: str | None, tr: Catalog) -> str:
     return tr(texts.NEXT_CAPTURE, label=baseline.label)
 
 
-def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
-
-
-@cache
 def _env() -> Environment:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from vllm_triage.render.jinja import markdown_environment
 
-    env = Environment(
-        loader=PackageLoader("vllm_triage.render", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["cell"] = _cell
-    return env
+    return markdown_environment()
 
 
 def _labels(tr: Catalog) -> dict[str, str]:

@@ -3,7 +3,6 @@ estimate assumed; rich text for the terminal, markdown (a jinja2 template) for a
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
@@ -123,24 +122,10 @@ def capacity_renderable(e: CapacityEstimate) -> RenderableType:
     return Group(panel, *notes)
 
 
-def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
-
-
-@cache
 def _env() -> Environment:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from vllm_triage.render.jinja import markdown_environment
 
-    env = Environment(
-        loader=PackageLoader("vllm_triage.render", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["cell"] = _cell
-    return env
+    return markdown_environment()
 
 
 def capacity_markdown(e: CapacityEstimate) -> str:

@@ -9,7 +9,6 @@ causes, rung names, labels, versions, commands) are shown as they are."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -141,23 +140,10 @@ def _when(created_at: str | None) -> str:
     return created_at[:19].replace("T", " ") if created_at else ""
 
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("`", "'").replace("\n", " ")
-
-
-@cache
 def _env() -> Environment:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from vllm_triage.render.jinja import markdown_environment
 
-    env = Environment(
-        loader=PackageLoader("vllm_triage.render", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["cell"] = _cell
-    return env
+    return markdown_environment()
 
 
 def case_markdown(summary: CaseSummary, language: Language = "en") -> str:

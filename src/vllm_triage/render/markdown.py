@@ -1,9 +1,8 @@
 """Markdown reports, ready to paste into a ticket (jinja2 templates, loaded on first use: a
-command that prints text does not pay for jinja2)."""
+command that prints text does not pay for jinja2; see render/jinja.py)."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # each command imports only the artifact it renders
@@ -14,23 +13,10 @@ if TYPE_CHECKING:  # each command imports only the artifact it renders
     from vllm_triage.prefix.models import PrefixReport
 
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("`", "'")
-
-
-@cache
 def _env() -> Environment:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from vllm_triage.render.jinja import markdown_environment
 
-    env = Environment(
-        loader=PackageLoader("vllm_triage.render", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["cell"] = _cell
-    return env
+    return markdown_environment()
 
 
 def diagnosis_markdown(

@@ -8,7 +8,6 @@ versions, node names) are shown as they are."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
@@ -299,24 +298,10 @@ def _section(section: Section) -> Text:
 # --- markdown ----------------------------------------------------------------------------------
 
 
-def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
-
-
-@cache
 def _env() -> Environment:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from vllm_triage.render.jinja import markdown_environment
 
-    env = Environment(
-        loader=PackageLoader("vllm_triage.render", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["cell"] = _cell
-    return env
+    return markdown_environment()
 
 
 def plan_markdown(plan: Plan, language: Language = "en") -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
@@ -458,24 +457,10 @@ def review_renderable(review: RecordReview, language: Language = "en") -> Render
 # --- markdown ----------------------------------------------------------------------------------
 
 
-def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
-
-
-@cache
 def _env() -> Environment:
-    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from vllm_triage.render.jinja import markdown_environment
 
-    env = Environment(
-        loader=PackageLoader("vllm_triage.render", "templates"),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["cell"] = _cell
-    return env
+    return markdown_environment()
 
 
 def record_markdown(record: DecisionRecord, language: Language = "en") -> str:
