@@ -13,8 +13,10 @@ line without newline, and byte-versus-character matching.
 from __future__ import annotations
 
 import io
+import re
 import threading
 import tracemalloc
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vllm_triage.diagnose import fastscan, logreader, readahead
-from vllm_triage.diagnose.fastscan import FastFinder, byte_superset
+from vllm_triage.diagnose.fastscan import FastFinder, byte_superset, from_first_literal
 from vllm_triage.diagnose.logreader import LogScanner, Prefilter, normalize
 from vllm_triage.diagnose.scan import FileScan, _Scan, scan_log
 from vllm_triage.diagnose.signatures import compiled_knowledge
@@ -448,6 +450,45 @@ def test_every_knowledge_pattern_is_rewritten_for_hyperscan(kb: KnowledgeBase) -
 )
 def test_byte_superset_rewrites(pattern: str, rewritten: str) -> None:
     assert byte_superset(pattern) == rewritten
+
+
+@pytest.mark.parametrize(
+    ("pattern", "tail"),
+    [
+        # a leading class or repeat goes: Hyperscan starts from the literal
+        ("[|] +[0-9]+ +(NVIDIA [^|]*[^ |]) +O[nf]f? +[|]", "(NVIDIA [^|]*[^ |]) +O[nf]f? +[|]"),
+        ("[A-Z][A-Za-z]*Error: x", "Error: x"),
+        ("[Ee]rror:", "rror:"),
+        ("x?abcd", "abcd"),
+        ("(abc)?defgh", "defgh"),
+        ("[0-9]+ (abc[0-9]) defgh", " (abc[0-9]) defgh"),
+        # kept whole: alternatives at the top, a literal already first, only an anchor before it,
+        # no run of four, a cut that would fall inside a group
+        ("a|bcdef", "a|bcdef"),
+        ("plain text", "plain text"),
+        ("^INFO abc", "^INFO abc"),
+        ("[Ee]rr", "[Ee]rr"),
+        ("(x[0-9]+abcd)e", "(x[0-9]+abcd)e"),
+        ("(x|y)z abcd", "(x|y)z abcd"),
+    ],
+)
+def test_hyperscan_starts_from_the_first_literal_run(pattern: str, tail: str) -> None:
+    assert from_first_literal(pattern) == tail
+
+
+@given(st.text(alphabet="ab [|]0-9+*?().", min_size=1, max_size=24))
+def test_the_tail_matches_every_line_the_pattern_matches(pattern: str) -> None:
+    """Whatever the pattern, a line it matches also holds a match of the tail Hyperscan uses."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a pattern Python reads one way today, another tomorrow
+        try:
+            whole = re.compile(pattern)
+        except (re.error, FutureWarning):
+            return
+    tail = re.compile(from_first_literal(pattern))
+    for line in ("ab ab [1] ab+", "x | 12 ab abab", "aaaa bbbb 0-9", "(ab) ab. b|a", "abab abab"):
+        if whole.search(line):
+            assert tail.search(line), (pattern, line)
 
 
 @pytest.mark.parametrize("pattern", [r"\d+", "(?i)abc", r"\x80", "[é]", "[abc", "x\\"])

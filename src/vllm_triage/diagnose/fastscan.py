@@ -12,6 +12,11 @@ expected (`.`, a negated class, `\\S`, `\\W` not followed by `*` or `+`), a run 
 is accepted too, and a non-ASCII literal is kept as one unit. A pattern the rewriter does not
 fully understand is not guessed at: the whole pattern set then stays with RE2.
 
+Hyperscan's literal matchers are fast and a leading class or repeat (`[|] +[0-9]+ +NVIDIA ...`)
+slows the whole database down, so each pattern is also cut to start at its first run of literal
+characters (`from_first_literal`): every line the pattern matches holds a match of that tail, so
+the tail is a superset too, and RE2 still decides.
+
 Each expression reports at most one match per scan call (HS_FLAG_SINGLEMATCH), in order of end
 offset; the callback stops the scan at the first match of a pattern that is still active, and the
 next call starts at the next line. Patterns switched off meanwhile cost one report per call at
@@ -69,6 +74,99 @@ def _unbounded_next(pattern: str, i: int) -> bool:
     """Whether the atom ending before `i` is repeated without an upper bound and may be absent or
     single (`*` or `+`): byte by byte, such a run covers any run of characters."""
     return i < len(pattern) and pattern[i] in "*+"
+
+
+# Hyperscan finds literals fast and leading classes and repeats (`[|] +[0-9]+ +NVIDIA ...`) slowly.
+_LEAD_LITERAL = 4
+_SPECIAL = frozenset(".[](){}*+?|^$\\")
+_OPTIONAL = frozenset("?*{")
+
+
+def _group_end(pattern: str, start: int) -> int | None:
+    """The index just past the group that opens at `start`, when nothing in it is an alternative
+    at its own level (None otherwise, or when it never closes)."""
+    depth, i = 0, start
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return None
+            i = end
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == "|" and depth == 1:
+            return None
+        i += 1
+    return None
+
+
+def _literal_run(pattern: str, i: int) -> int:
+    """How many characters, in a row from `i`, every match has there: plain characters and escaped
+    punctuation, through groups without alternatives; an atom that may be absent ends the run."""
+    run = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "(":
+            end = _group_end(pattern, i)
+            if end is None or (end < len(pattern) and pattern[end] in _OPTIONAL):
+                return run
+            i += 1
+            continue
+        if c == ")":
+            i += 1
+            continue
+        if c == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum():
+            width = 2
+        elif c not in _SPECIAL:
+            width = 1
+        else:
+            return run
+        following = pattern[i + width] if i + width < len(pattern) else ""
+        if following in _OPTIONAL:
+            return run
+        run += 1
+        if following == "+":
+            return run
+        i += width
+    return run
+
+
+def from_first_literal(pattern: str) -> str:
+    """The pattern from its first run of at least _LEAD_LITERAL literal characters on: a superset
+    (every line the pattern matches holds a match of its tail), and Hyperscan's literal matchers
+    then do the work that a leading class or repeat would make slow. The pattern itself when it
+    has alternatives at its top level, or no such run past its start."""
+    if _group_end(f"({pattern})", 0) is None:
+        return pattern
+    i = 0
+    while i < len(pattern):
+        if _literal_run(pattern, i) >= _LEAD_LITERAL:
+            return pattern[i:] if i > 0 and pattern[:i] != "^" else pattern
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+        elif c == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return pattern
+            i = end
+        elif c == "(":
+            end = _group_end(pattern, i)
+            if end is None:
+                return pattern
+            i = end  # a cut inside a group would leave its parenthesis open
+        else:
+            i += 1
+    return pattern
 
 
 def byte_superset(pattern: str) -> str | None:
@@ -156,7 +254,7 @@ class FastFinder:
             return None
         ids, expressions = [], []
         for pattern_id, pattern in sorted(patterns.items()):
-            rewritten = byte_superset(pattern)
+            rewritten = byte_superset(from_first_literal(pattern))
             if rewritten is None:
                 return None
             ids.append(pattern_id)
