@@ -193,3 +193,30 @@ def test_a_command_start_reads_no_knowledge_file_from_a_warm_cache(tmp_path: Pat
     count = len(load_knowledge(cached=False).signatures)
     assert run() == f"{count} False ['re2', 'yaml']"  # cold: validated, then cached
     assert run() == f"{count} False []"  # warm: nothing validated
+
+
+def test_a_cache_restored_in_one_thread_skips_no_check_in_another() -> None:
+    """Unpickling skips the checks only for what it rebuilds: a Struct validated in another
+    thread meanwhile is still checked."""
+    import threading
+
+    from vllm_triage.knowledge import schema
+
+    restoring = threading.Event()
+    done = threading.Event()
+
+    def hold_a_restore() -> None:
+        schema._restoring.active = True
+        restoring.set()
+        done.wait(timeout=10)
+        schema._restoring.active = False
+
+    holder = threading.Thread(target=hold_a_restore)
+    holder.start()
+    try:
+        assert restoring.wait(timeout=10)
+        with pytest.raises(ValueError, match="grep -E lacks"):
+            schema.Milestone(id="m", phase="unknown", patterns=[r"\d+ lazy"])
+    finally:
+        done.set()
+        holder.join()

@@ -22,6 +22,7 @@ Every Struct is frozen: the knowledge base is shared (one per process, cached) a
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date
@@ -40,26 +41,25 @@ Certainty = Literal["primary", "secondary", "inferred", "memory"]
 # benchmark's reference), so the constructs that differ between them are refused.
 _NON_PORTABLE = re.compile(r"\\d|\\D|\(\?|[*+?}]\?|\\A|\\Z|\\z")
 
-# True while _restore rebuilds a cached Struct: its checks passed when the cache was written.
-# One flag for the process: the knowledge base is loaded in one thread, before any other starts.
-_restoring = False
+# Set while _restore rebuilds a cached Struct (its checks passed when the cache was written); per
+# thread, so that a knowledge base validated in another thread meanwhile is still checked.
+_restoring = threading.local()
 
 
 def _restore(cls: type[_Knowledge], values: dict[str, Any]) -> _Knowledge:
     """Unpickle a Struct without running its checks again (see the module docstring)."""
-    global _restoring
-    _restoring = True
+    _restoring.active = True
     try:
         return cls(**values)
     finally:
-        _restoring = False
+        _restoring.active = False
 
 
 class _Knowledge(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of every knowledge class: frozen, keyword-only, unknown keys refused."""
 
     def __post_init__(self) -> None:
-        if not _restoring:
+        if not getattr(_restoring, "active", False):
             self._check()
 
     def _check(self) -> None:
