@@ -538,6 +538,23 @@ def _for_the_case(artifact: Model) -> Model:
     return Redactor().model(printable(artifact, terminal=False))
 
 
+def _keep_and_print(
+    folder: Path,
+    stem: str,
+    artifact: BaseModel,
+    output_format: OutputFormat,
+    markdown: Callable[[Any], str],
+    renderable: Callable[[Any], RenderableType],
+) -> None:
+    """Write the artifact and its markdown into the case (<stem>.json and .md), print it in the
+    format asked for, then say where it went."""
+    from vllm_triage.case import Case
+
+    written = Case(folder).save_artifact(stem, artifact, {".md": markdown(artifact)})
+    _emit(artifact, output_format, markdown, renderable)
+    _say_saved(output_format, written)
+
+
 def _say_saved(output_format: OutputFormat, paths: Sequence[Path]) -> None:
     """Where the artifact went, under the text output (JSON and markdown stay pure)."""
     if output_format is OutputFormat.text:
@@ -1117,23 +1134,21 @@ def baseline_compare(
     a regression, 0 otherwise, 2 on bad input."""
     from vllm_triage.baseline import CompareOptions
     from vllm_triage.baseline import baseline_compare as compare
-    from vllm_triage.case import Case, case_folder
+    from vllm_triage.case import case_folder
     from vllm_triage.i18n import resolve_language
     from vllm_triage.render.baseline import comparison_markdown, comparison_renderable
 
     language = resolve_language(lang)
     folder = case_folder(case)
     result = _for_the_case(compare(CompareOptions(before, after, folder, expect_driver)))
-    written = Case(folder).save_artifact(
-        "baseline-comparison", result, {".md": comparison_markdown(result, language)}
-    )
-    _emit(
+    _keep_and_print(
+        folder,
+        "baseline-comparison",
         result,
         output_format,
         lambda c: comparison_markdown(c, language),
         lambda c: comparison_renderable(c, language),
     )
-    _say_saved(output_format, written)
     if result.verdict == "regression":
         raise click.exceptions.Exit(EXIT_NO_GO)
 
@@ -1227,7 +1242,7 @@ def plan(
 ) -> None:
     """Choose the recovery path under the team's constraints and write the change plan; a
     constraint not given is asked on a terminal, else planned conservatively."""
-    from vllm_triage.case import Case, case_folder
+    from vllm_triage.case import case_folder
     from vllm_triage.i18n import resolve_language
     from vllm_triage.plan import PlanOptions
     from vllm_triage.plan import plan as make_plan
@@ -1249,14 +1264,14 @@ def plan(
         ask=_PlanPrompt(language) if _interactive() else None,
     )
     result = _for_the_case(make_plan(options))
-    written = Case(folder).save_artifact("plan", result, {".md": plan_markdown(result, language)})
-    _emit(
+    _keep_and_print(
+        folder,
+        "plan",
         result,
         output_format,
         lambda p: plan_markdown(p, language),
         lambda p: plan_renderable(p, language),
     )
-    _say_saved(output_format, written)
 
 
 class _RecordPrompt:
@@ -1334,7 +1349,7 @@ def record_app(
             )
         ctx.obj = {"case": case, "lang": lang, "format": output_format}
         return
-    from vllm_triage.case import Case, case_folder
+    from vllm_triage.case import case_folder
     from vllm_triage.i18n import resolve_language
     from vllm_triage.record import RecordOptions
     from vllm_triage.record import record as make_record
@@ -1354,16 +1369,14 @@ def record_app(
         ask=_RecordPrompt(language) if _interactive() else None,
     )
     result = _for_the_case(make_record(options))
-    written = Case(folder).save_artifact(
-        "record", result, {".md": record_markdown(result, language)}
-    )
-    _emit(
+    _keep_and_print(
+        folder,
+        "record",
         result,
         output_format,
         lambda r: record_markdown(r, language),
         lambda r: record_renderable(r, language),
     )
-    _say_saved(output_format, written)
 
 
 @record_app.command("check")
@@ -1623,7 +1636,7 @@ def fleet_run_command(
 ) -> None:
     """Run preflight or collect on many hosts through Kubernetes Jobs or Ansible; every reachable
     host's result comes back into the case (exit 1 when a host failed or said no-go)."""
-    from vllm_triage.case import Case, case_folder
+    from vllm_triage.case import case_folder
     from vllm_triage.fleet import FleetRunOptions, fleet_run
     from vllm_triage.render.fleet import fleet_run_markdown, fleet_run_renderable
 
@@ -1651,11 +1664,9 @@ def fleet_run_command(
     )
     with _console(stderr=True).status(f"fleet run {kind}"):
         result = fleet_run(options)
-    written = Case(folder).save_artifact(
-        f"fleet-{kind}", result, {".md": fleet_run_markdown(result)}
+    _keep_and_print(
+        folder, f"fleet-{kind}", result, output_format, fleet_run_markdown, fleet_run_renderable
     )
-    _emit(result, output_format, fleet_run_markdown, fleet_run_renderable)
-    _say_saved(output_format, written)
     if any(host.state != "ok" or host.go is False for host in result.hosts):
         raise click.exceptions.Exit(EXIT_NO_GO)
 
