@@ -27,7 +27,7 @@ import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_triage.diagnose import fastscan, logreader, readahead
+from vllm_triage.diagnose import fastscan, logreader, newlines, readahead
 from vllm_triage.diagnose.fastscan import FastFinder, byte_superset, from_first_literal
 from vllm_triage.diagnose.logreader import LogScanner, Prefilter, normalize
 from vllm_triage.diagnose.scan import FileScan, _Scan, scan_log
@@ -153,7 +153,8 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> Callable[[int, int], None]:
     def set_sizes(block: int, parallel: int = 0) -> None:
         monkeypatch.setattr(logreader, "BLOCK_SIZE", block)
         monkeypatch.setattr(logreader, "PARALLEL_MIN_BYTES", parallel)
-        monkeypatch.setattr(logreader, "MARK_BYTES", max(1, block // 3))
+        # numpy counts every span, however small, once the scan reads ahead
+        monkeypatch.setattr(newlines, "NUMPY_MIN_BYTES", 0)
 
     return set_sizes
 
@@ -304,14 +305,14 @@ def test_property_scanner_equals_reference(
     lines: list[bytes], trailing: bool, block: int, engine: str, switching: bool
 ) -> None:
     data = b"\n".join(lines) + (b"\n" if trailing else b"")
-    saved = (logreader.BLOCK_SIZE, logreader.PARALLEL_MIN_BYTES, logreader.MARK_BYTES)
-    logreader.BLOCK_SIZE, logreader.MARK_BYTES = block, max(1, block // 2)
+    saved = (logreader.BLOCK_SIZE, logreader.PARALLEL_MIN_BYTES, newlines.NUMPY_MIN_BYTES)
+    logreader.BLOCK_SIZE, newlines.NUMPY_MIN_BYTES = block, 0
     logreader.PARALLEL_MIN_BYTES = 0 if engine == "switch" else 1 << 30
     try:
         policy_of = switch_off_after_two if switching else (lambda: no_switching)
         found, scanner = scanner_candidates(data, TRICKY_GROUPS, policy_of(), engine)
     finally:
-        logreader.BLOCK_SIZE, logreader.PARALLEL_MIN_BYTES, logreader.MARK_BYTES = saved
+        logreader.BLOCK_SIZE, logreader.PARALLEL_MIN_BYTES, newlines.NUMPY_MIN_BYTES = saved
     assert found == reference_candidates(data, TRICKY_GROUPS, policy_of())
     assert scanner.lines_read == len(lines_of(data))
 
@@ -377,7 +378,7 @@ def _scan_with(data: bytes, kb: KnowledgeBase, engine: str, monkeypatch: Any) ->
         monkeypatch.setattr(logreader, "PARALLEL_MIN_BYTES", 1 << 40)
     else:  # Hyperscan and the read-ahead threads after the first block of 512 bytes
         monkeypatch.setattr(logreader, "BLOCK_SIZE", 512)
-        monkeypatch.setattr(logreader, "MARK_BYTES", 100)
+        monkeypatch.setattr(newlines, "NUMPY_MIN_BYTES", 0)
         monkeypatch.setattr(logreader, "PARALLEL_MIN_BYTES", 1)
     try:
         return scan_log(io.BytesIO(data), "log", kb)

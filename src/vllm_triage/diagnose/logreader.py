@@ -3,8 +3,9 @@
 Logs can be gigabytes. The file is read in fixed-size blocks, and the lines in which an active
 pattern may match are found inside each block by compiled code (one combined RE2 pattern, or
 Hyperscan for large inputs: see fastscan); only those lines are decoded and normalised. Past the
-first megabytes a second thread reads, hashes and counts ahead (readahead). Memory stays bounded
-whatever the file size or line length.
+first megabytes a second thread reads, hashes and counts ahead (readahead; lines counted with
+numpy, which releases the GIL: newlines). Memory stays bounded whatever the file size or line
+length.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import re2
 
+from vllm_triage.diagnose.newlines import NewlineCounter, block_counter, count_newlines
 from vllm_triage.diagnose.readahead import ReadAhead, read_ahead
 from vllm_triage.errors import InputError
 from vllm_triage.safejson import JsonError, parse_json
@@ -43,8 +45,6 @@ PARALLEL_MIN_BYTES = 8 << 20
 AHEAD_BLOCK_SIZE = 2 << 20
 # How many blocks the reading thread may have ready.
 AHEAD_DEPTH = 4
-# Line numbers are counted ahead in steps of this many bytes (see Chunk).
-MARK_BYTES = 32 << 10
 _BINARY_PROBE = 8192
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|#033\[[0-9;]*m")
@@ -352,20 +352,8 @@ class Prefilter:
 
 # A run of whole lines, buf[lo:hi], each ending with a newline.
 Span = tuple[bytes, int, int]
-# A span and its line marks: marks[k] is the number of lines that end before lo + k * MARK_BYTES
-# (marks[-1]: all of them), so that a candidate's line number costs a count over at most
-# MARK_BYTES; None when the searching thread is to count them itself.
-Chunk = tuple[bytes, int, int, list[int] | None]
-
-
-def _marks(buf: bytes, lo: int, hi: int) -> list[int]:
-    """The line marks of buf[lo:hi] (see Chunk)."""
-    marks = [0]
-    total = 0
-    for at in range(lo, hi, MARK_BYTES):
-        total += buf.count(b"\n", at, min(at + MARK_BYTES, hi))
-        marks.append(total)
-    return marks
+# A span and how many lines it holds; None when the searching thread is to count them itself.
+Chunk = tuple[bytes, int, int, int | None]
 
 
 def _one_line(line: bytes) -> Span:
@@ -387,6 +375,7 @@ class LogScanner:
         self.lines_read = 0
         self.tail: deque[tuple[int, bytes]] = deque(maxlen=TAIL_LINES)
         self._read_size = 0
+        self._count: NewlineCounter = count_newlines
         self._ahead: ReadAhead[Chunk] | None = None
 
     def _spans(self) -> Iterator[Span]:
@@ -451,21 +440,24 @@ class LogScanner:
             yield (*span, None)
 
     def _counted(self, spans: Iterator[Span]) -> Iterator[Chunk]:
-        """On the reading thread: the spans with their marks, except while the searching thread
-        waits for blocks (it then counts, so that neither thread idles while the other works)."""
+        """On the reading thread: the spans with their line counts, except while the searching
+        thread waits for blocks (it then counts, so that neither thread idles while the other
+        works). Both count with the large-block counter from here on (its import is paid here,
+        off the searching thread)."""
+        self._count = block_counter()
         for buf, lo, hi in spans:
             ahead = self._ahead
             hungry = ahead is not None and ahead.backlog == 0
-            yield buf, lo, hi, None if hungry else _marks(buf, lo, hi)
+            yield buf, lo, hi, None if hungry else self._count(buf, lo, hi)
 
     def candidates(self) -> Generator[tuple[int, bytes], None, None]:
         """(line number, raw line) for every line in which RE2 finds a pattern of a group that is
         active when the line is reached; a line is seen through its first MAX_LINE_BYTES bytes."""
         prefilter = self._prefilter
         try:
-            for buf, lo, hi, counted in self._pipeline():
-                marks = _marks(buf, lo, hi) if counted is None else counted
-                base = self.lines_read
+            for buf, lo, hi, lines in self._pipeline():
+                # the lines that end before `counted_to`, counted as far as the candidates need
+                before, counted_to = 0, lo
                 position = lo
                 while position < hi:
                     found = prefilter.next_line(buf, position, hi)
@@ -479,10 +471,12 @@ class LogScanner:
                             continue
                     else:
                         line = buf[start:stop]
-                    mark = (start - lo) // MARK_BYTES
-                    before = marks[mark] + buf.count(b"\n", lo + mark * MARK_BYTES, start)
-                    yield base + before + 1, line
-                self.lines_read = base + marks[-1]
+                    before += self._count(buf, counted_to, start)
+                    counted_to = start
+                    yield self.lines_read + before + 1, line
+                if lines is None:
+                    lines = before + self._count(buf, counted_to, hi)
+                self.lines_read += lines
                 self._remember_tail(buf, lo, hi)
         finally:
             prefilter.release()

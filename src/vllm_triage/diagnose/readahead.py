@@ -1,8 +1,8 @@
 """Read ahead on another core: a thread drains an iterator into a small queue.
 
-The log scanner's stages run on their own threads: one reads the stream (which hashes what it
-reads: hashlib releases the GIL on large buffers) and cuts it into runs of whole lines, one counts
-their lines, while the consumer searches them (Hyperscan releases the GIL too). A queue holds at
+The log scanner reads on its own thread: it reads the stream (which hashes what it reads:
+hashlib releases the GIL on large buffers), cuts it into runs of whole lines and counts them
+(numpy releases the GIL too), while the consumer searches them (as Hyperscan does). A queue holds at
 most `depth` items, so memory stays bounded whatever the file size; an error in a producer is
 raised in the consumer, and a consumer that stops early (or never starts) stops the producer at
 its next item once `close` is called.
