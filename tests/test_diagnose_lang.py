@@ -22,12 +22,13 @@ from vllm_triage.diagnose import DiagnoseOptions, diagnose
 from vllm_triage.i18n import LOCALE_DIR, SIGNATURES_DOMAIN, Language, catalog
 from vllm_triage.knowledge import DATA_DIR, KnowledgeBase, load_knowledge
 from vllm_triage.knowledge.translations import translation_problems
-from vllm_triage.models import Diagnosis
-from vllm_triage.render.diagnosis import Words, localized, localized_finding
+from vllm_triage.models import CompatVerdict, Diagnosis, Said
+from vllm_triage.render.diagnosis import Words, localized, localized_compat, localized_finding
 from vllm_triage.render.markdown import diagnosis_markdown
 from vllm_triage.report import ReportOptions
 from vllm_triage.report import report as make_report
 from vllm_triage.ties import check_knowledge
+from vllm_triage.versions import CudaVersion, DriverVersion
 
 REPO = Path(__file__).parent.parent
 CORPUS = Path(__file__).parent / "data" / "corpus" / "logs"
@@ -225,3 +226,113 @@ def test_a_missing_catalog_is_one_line(data: Path, tmp_path: Path) -> None:
         "i18n/locale/ja/LC_MESSAGES/signatures.mo: no ja catalog of the knowledge base's texts "
         "(run `make i18n` and translate)"
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# the compat verdict: every sentence said in the reader's language
+
+# One input per way the verdict is composed: native, minor-version compatibility (with and without
+# a GPU, a require string met or not), forward compatibility (data-center, uncertain, consumer,
+# unknown and unnamed GPU), no package, a New Feature Branch, an architecture CUDA dropped, a GPU
+# past its last branch.
+COMPAT_INPUTS = [
+    ("575.57.08", "12.9", None, None),
+    ("575.57.08", "12.9", None, "cuda>=13.0"),
+    ("535.183.01", "12.8", None, None),
+    ("535.183.01", "12.8", "NVIDIA H100 80GB HBM3", "cuda>=12.8"),
+    ("535.183.01", "12.8", "NVIDIA A100-SXM4-80GB", "cuda>=12.2"),
+    ("570.86.10", "13.0", "NVIDIA H100 80GB HBM3", None),
+    ("570.86.10", "13.0", "NVIDIA RTX PRO 6000 Blackwell Server Edition", None),
+    ("570.86.10", "13.0", "NVIDIA GeForce RTX 4090", None),
+    ("570.86.10", "13.0", "Mystery Accelerator 9000", None),
+    ("570.86.10", "13.0", None, None),
+    ("575.57.08", "13.0", "NVIDIA H100 80GB HBM3", None),
+    ("520.61.05", "12.0", None, None),
+    ("580.105.08", "13.0", "Tesla V100-SXM2-32GB", None),
+    ("535.183.01", "13.4", "Tesla V100-SXM2-32GB", None),
+    ("535.183.01", "13.4", "Tesla P100-PCIE-16GB", None),
+    ("450.80.02", "12.9", "Tesla V100-SXM2-32GB", None),
+]
+
+
+def _compat(driver: str, cuda: str, gpu: str | None, require: str | None) -> CompatVerdict:
+    from vllm_triage.diagnose.threshold import check_compat
+
+    kb = load_knowledge()
+    return check_compat(kb, DriverVersion.parse(driver), CudaVersion.parse(cuda), gpu, require)
+
+
+def _templates(sentences: list[Said]) -> list[str]:
+    """Every template in these sentences, nested ones included."""
+    found: list[str] = []
+    for sentence in sentences:
+        found.append(sentence.text)
+        for value in sentence.fields.values():
+            if isinstance(value, list):
+                found.extend(_templates(value))
+    return found
+
+
+@pytest.mark.parametrize(("driver", "cuda", "gpu", "require"), COMPAT_INPUTS)
+def test_every_compat_sentence_has_its_wording_and_translations(
+    driver: str, cuda: str, gpu: str | None, require: str | None
+) -> None:
+    verdict = _compat(driver, cuda, gpu, require)
+    wording = verdict.wording
+    assert wording is not None
+    # the English fields (the JSON contract) are the wording said without a catalog
+    assert verdict.explanation == " ".join(s.say() for s in wording.explanation)
+    assert verdict.conditions == [s.say() for s in wording.conditions]
+    assert verdict.advice == [s.say() for s in wording.advice]
+    templates = _templates([*wording.explanation, *wording.conditions, *wording.advice])
+    for language in TRANSLATED:
+        tr = catalog(language)
+        missing = [t for t in templates if tr(t) == t and not t.startswith(_MACHINE_ONLY)]
+        assert not missing, f"{language}: no translation for {missing}"
+        said = localized_compat(verdict, Words(language))
+        assert said.explanation != verdict.explanation
+        for english, shown in zip(verdict.advice, said.advice, strict=True):
+            assert english != shown
+        for sentence in wording.explanation:  # the values stay as they are
+            for value in sentence.fields.values():
+                if isinstance(value, str) and value:
+                    assert value in said.explanation, (value, said.explanation)
+
+
+# templates that are a machine key and a value only: the same in every language
+_MACHINE_ONLY = ("forward_compat: {", "forward_compat_limit: {", "gpu_arch: {")
+
+
+@pytest.mark.parametrize("language", TRANSLATED)
+def test_compat_speaks_the_language_and_its_json_stays_english(language: Language) -> None:
+    flags = ("--driver", "570.86.10", "--cuda", "13.0", "--gpu", "Tesla V100-SXM2-32GB")
+    english = run_cli("compat", *flags, "--format", "json")
+    shown = run_cli("compat", *flags, "--format", "json", "--lang", language)
+    assert english.exit_code == shown.exit_code == 1
+    assert json.loads(english.stdout) == json.loads(shown.stdout)
+    verdict = CompatVerdict.model_validate_json(english.stdout)
+    said = localized_compat(verdict, Words(language))
+    for output_format in ("markdown", "text"):
+        done = run_cli("compat", *flags, "--format", output_format, "--lang", language)
+        assert done.exit_code == 1, done.stderr
+        flat = _flat(done.stdout)
+        for text in [said.explanation, *said.conditions, *said.advice]:
+            assert _flat(text) in flat
+        for text in [verdict.explanation, *verdict.conditions, *verdict.advice]:
+            assert _flat(text) not in flat
+        assert Words(language).label("what_to_do") in done.stdout
+
+
+@pytest.mark.parametrize("language", TRANSLATED)
+def test_a_diagnosis_cites_the_compat_verdict_in_the_language(language: Language) -> None:
+    options = DiagnoseOptions(
+        logs=(str(LOGS[0]),), driver="575.57.08", image_cuda="13.0", recipe="kimi-k3"
+    )
+    english = diagnose(options)
+    assert english.compat is not None and english.compat.wording is not None
+    rendered = diagnosis_markdown(english, language=language)
+    said = localized_compat(english.compat, Words(language))
+    assert said.explanation in rendered
+    assert english.compat.explanation not in rendered  # neither as evidence nor as the verdict
+    for step in english.primary.next_steps:
+        assert step not in rendered

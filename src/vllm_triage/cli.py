@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from vllm_triage.i18n import Language
-    from vllm_triage.models import Diagnosis
+    from vllm_triage.models import CompatVerdict, Diagnosis
     from vllm_triage.validate import ValidateResult
 
 Model = TypeVar("Model", bound="BaseModel")
@@ -328,6 +328,7 @@ def _image_inputs(
 @_registry_auth_option
 @_platform_option
 @_format_option()
+@_lang_option("Language of the text and markdown: en, ko or ja (default: the locale).")
 def compat(
     driver: str,
     cuda: str | None,
@@ -337,16 +338,24 @@ def compat(
     registry_auth: Path | None,
     platform: str | None,
     output_format: OutputFormat,
+    lang: str | None,
 ) -> None:
     """Can a CUDA build run on this driver? compatible / conditional / forward_compat_only / incompatible."""
+    from functools import partial
+
     from vllm_triage.diagnose import CompatOptions
     from vllm_triage.diagnose import compat as compat_verdict
-    from vllm_triage.render.markdown import compat_markdown
-    from vllm_triage.render.text import compat_renderable
+    from vllm_triage.i18n import resolve_language
 
+    language = resolve_language(lang)
     with _image_inputs(None if cuda else image, image_config, registry_auth, platform) as found:
         verdict = compat_verdict(CompatOptions(driver, cuda, gpu, *found))
-    _emit(verdict, output_format, compat_markdown, compat_renderable)
+    _emit(
+        verdict,
+        output_format,
+        partial(_compat_markdown, language=language),
+        partial(_compat_text, language=language),
+    )
     if verdict.verdict in ("forward_compat_only", "incompatible"):
         raise click.exceptions.Exit(EXIT_NO_GO)
 
@@ -520,6 +529,20 @@ def diagnose(
         partial(_diagnosis_text, explain=explain, language=language),
     )
     _say_saved(output_format, written)
+
+
+def _compat_markdown(verdict: CompatVerdict, language: Language) -> str:
+    from vllm_triage.render.markdown import compat_markdown
+
+    return compat_markdown(verdict, language)
+
+
+def _compat_text(verdict: CompatVerdict, language: Language) -> RenderableType:
+    """The terminal rendering, imported only for text output (rich is not needed for JSON)."""
+    from vllm_triage.render.diagnosis import Words
+    from vllm_triage.render.text import compat_renderable
+
+    return compat_renderable(verdict, Words(language))
 
 
 def _diagnosis_text(diagnosis: Diagnosis, explain: bool, language: Language) -> RenderableType:

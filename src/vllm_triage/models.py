@@ -161,6 +161,15 @@ class Finding(Artifact):
     )
 
 
+class CompatWording(Artifact):
+    """How a verdict's texts were composed, for saying them in another language: the
+    explanation's sentences, and one Said per condition and per piece of advice."""
+
+    explanation: list[Said] = Field(default_factory=list)
+    conditions: list[Said] = Field(default_factory=list)
+    advice: list[Said] = Field(default_factory=list)
+
+
 class CompatVerdict(Artifact):
     """Whether a CUDA build can run on a driver, by NVIDIA's rules, with the table rows used."""
 
@@ -188,6 +197,9 @@ class CompatVerdict(Artifact):
     compute_capability: str | None = None
     advice: list[str] = Field(
         default_factory=list, description="what to do, from the knowledge base; empty when it runs"
+    )
+    wording: CompatWording | None = Field(
+        default=None, description="the texts' templates and values (None: as they are)"
     )
 
 

@@ -32,6 +32,7 @@ from vllm_triage.knowledge.schema import Recipe
 from vllm_triage.models import (
     PHASE_ORDER,
     CompatVerdict,
+    CompatWording,
     Diagnosis,
     Evidence,
     Fact,
@@ -579,9 +580,13 @@ def _threshold_finding(kb: KnowledgeBase, compat: CompatVerdict, recipe: Recipe 
     avoid = list(base.avoid) if base is not None else []
     evidence = [Evidence(file="compat", line=0, text=compat.explanation)]
     rule = f"compat {compat.rule}"
+    worded = compat.wording or CompatWording(
+        explanation=[Said(text=compat.explanation)],
+        advice=[Said(text=text) for text in compat.advice],
+    )
     if compat.cause == "unsupported_gpu_arch":
         summary = [
-            Said(text=compat.explanation),
+            *worded.explanation,
             said(
                 N_(
                     "The driver ({driver}, {branch}) is not what stops it: no driver change is "
@@ -597,7 +602,7 @@ def _threshold_finding(kb: KnowledgeBase, compat: CompatVerdict, recipe: Recipe 
             confidence=0.9,
             evidence=evidence,
             summary=_english(summary),
-            next_steps=list(compat.advice),
+            next_steps=_texts(worded.advice),
             avoid=[
                 N_(
                     "Do not change the driver for this: no driver adds kernels for this GPU's "
@@ -611,10 +616,10 @@ def _threshold_finding(kb: KnowledgeBase, compat: CompatVerdict, recipe: Recipe 
             driver_change_advised=False,
             rule=rule,
             role="threshold",
-            wording=_wording(summary),
+            wording=_wording(summary, worded.advice),
         )
-    if compat.advice:
-        steps = [Said(text=text) for text in compat.advice]
+    if worded.advice:
+        steps = list(worded.advice)
     else:
         upgrade = (
             said(

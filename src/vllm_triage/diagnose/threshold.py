@@ -15,9 +15,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from vllm_triage.i18n import N_
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.knowledge.schema import CudaToolkit, Gpu, GpuLimit
-from vllm_triage.models import CompatVerdict
+from vllm_triage.models import CompatVerdict, CompatWording, Said, join_sentences, said
 from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
 
 _TOOLKITS = "cuda_toolkits.csv"
@@ -36,8 +37,59 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 _CONSTRAINT = re.compile(r"^(cuda|driver|brand|arch)(>=|<=|==|=|>|<)(.+)$")
 
 
-def _release(cuda: CudaVersion | None) -> str:
-    return f"{cuda.major}.{cuda.minor}" if cuda else "an unknown release"
+def _release(cuda: CudaVersion | None) -> str | Said:
+    """A release for a sentence: `13.0`, or words for none."""
+    return f"{cuda.major}.{cuda.minor}" if cuda else Said(text=N_("an unknown release"))
+
+
+def _verdict(
+    *,
+    explanation: list[Said],
+    conditions: list[Said] | None = None,
+    advice: list[Said] | None = None,
+    **fields: Any,
+) -> CompatVerdict:
+    """A verdict whose texts are its wording said in English (the wording keeps them for the
+    other languages)."""
+    conditions, advice = conditions or [], advice or []
+    return CompatVerdict(
+        explanation=join_sentences([sentence.say() for sentence in explanation]),
+        conditions=[condition.say() for condition in conditions],
+        advice=[piece.say() for piece in advice],
+        wording=CompatWording(explanation=explanation, conditions=conditions, advice=advice),
+        **fields,
+    )
+
+
+def _reworded(
+    verdict: CompatVerdict,
+    *,
+    explanation: list[Said] | None = None,
+    conditions: list[Said] | None = None,
+    advice: list[Said] | None = None,
+    **updates: Any,
+) -> CompatVerdict:
+    """The verdict with some of its worded texts (and other fields) replaced."""
+    wording = verdict.wording or CompatWording()
+    return _verdict(
+        explanation=wording.explanation if explanation is None else explanation,
+        conditions=wording.conditions if conditions is None else conditions,
+        advice=wording.advice if advice is None else advice,
+        **{
+            **verdict.model_dump(exclude={"explanation", "conditions", "advice", "wording"}),
+            **updates,
+        },
+    )
+
+
+def _limit_words(limit: GpuLimit) -> dict[str, str | Said]:
+    """A GPU limit as a sentence cites it: its architectures, table, id and certainty."""
+    return {
+        "architectures": ", ".join(limit.architectures),
+        "table": _LIMITS,
+        "limit": limit.id,
+        "certainty": limit.certainty,
+    }
 
 
 def driver_cuda_ceiling(kb: KnowledgeBase, driver: DriverVersion) -> CudaToolkit | None:
@@ -128,30 +180,60 @@ def require_satisfied(
 
 def _conditions_minor(
     cuda: CudaVersion, driver: DriverVersion, ceiling: CudaVersion, gpu: str | None
-) -> list[str]:
-    where = f" ({gpu})" if gpu else ""
-    return [
-        (
-            f"ptx_jit: kernels shipped only as CUDA {cuda.major}.{cuda.minor} PTX cannot be "
-            f"JIT-compiled by driver {driver} (CUDA {_release(ceiling)}); the build must carry native SASS "
-            f"for the GPU's compute capability{where}, or it fails with "
-            "cudaErrorUnsupportedPtxVersion"
-        ),
-        (
+) -> list[Said]:
+    release, driven = f"{cuda.major}.{cuda.minor}", str(driver)
+    ptx = (
+        said(
+            N_(
+                "ptx_jit: kernels shipped only as CUDA {cuda} PTX cannot be JIT-compiled by "
+                "driver {driver} (CUDA {ceiling}); the build must carry native SASS for the GPU's "
+                "compute capability ({gpu}), or it fails with cudaErrorUnsupportedPtxVersion"
+            ),
+            cuda=release,
+            driver=driven,
+            ceiling=_release(ceiling),
+            gpu=gpu,
+        )
+        if gpu
+        else said(
+            N_(
+                "ptx_jit: kernels shipped only as CUDA {cuda} PTX cannot be JIT-compiled by "
+                "driver {driver} (CUDA {ceiling}); the build must carry native SASS for the GPU's "
+                "compute capability, or it fails with cudaErrorUnsupportedPtxVersion"
+            ),
+            cuda=release,
+            driver=driven,
+            ceiling=_release(ceiling),
+        )
+    )
+    legacy = said(
+        N_(
             "container_require: in legacy mode the NVIDIA container toolkit compares the image's "
-            f"NVIDIA_REQUIRE_CUDA with the driver's CUDA {_release(ceiling)}; an image that requires "
-            f"cuda>={cuda.major}.{cuda.minor} is refused unless NVIDIA_DISABLE_REQUIRE=1 or CDI "
-            "mode is used"
+            "NVIDIA_REQUIRE_CUDA with the driver's CUDA {ceiling}; an image that requires "
+            "cuda>={cuda} is refused unless NVIDIA_DISABLE_REQUIRE=1 or CDI mode is used"
         ),
-    ]
+        ceiling=_release(ceiling),
+        cuda=release,
+    )
+    return [ptx, legacy]
 
 
-def _gpu_words(gpu: str | None, row: Gpu) -> str:
+def _gpu_words(gpu: str | None, row: Gpu) -> Said:
     """`Tesla V100-SXM2-32GB (V100, compute capability 7.0, Volta)`."""
-    details = [row.name, f"compute capability {row.compute_capability}"]
     if row.architecture:
-        details.append(row.architecture)
-    return f"{gpu or row.name} ({', '.join(details)})"
+        return said(
+            N_("{gpu} ({model}, compute capability {capability}, {architecture})"),
+            gpu=gpu or row.name,
+            model=row.name,
+            capability=row.compute_capability,
+            architecture=row.architecture,
+        )
+    return said(
+        N_("{gpu} ({model}, compute capability {capability})"),
+        gpu=gpu or row.name,
+        model=row.name,
+        capability=row.compute_capability,
+    )
 
 
 def _branch_limit(limits: list[GpuLimit]) -> GpuLimit | None:
@@ -168,20 +250,37 @@ def _beyond(last: GpuLimit | None, min_driver: DriverVersion | None) -> bool:
 
 def _upgrade_advice(
     cuda: CudaVersion, min_driver: DriverVersion | None, last: GpuLimit | None
-) -> str:
+) -> Said:
     """Upgrade to the build's minimum driver, never past the GPU's last branch."""
     if min_driver is None:
-        return (
-            f"Upgrade the host driver to one that supports CUDA {cuda.major}.{cuda.minor} natively "
-            f"(its minimum is not established in {_TOOLKITS})."
+        return said(
+            N_(
+                "Upgrade the host driver to one that supports CUDA {cuda} natively (its minimum "
+                "is not established in {table})."
+            ),
+            cuda=f"{cuda.major}.{cuda.minor}",
+            table=_TOOLKITS,
         )
-    text = f"Upgrade the host driver to r{min_driver.major} or newer (>= {min_driver})"
     if last and last.last_driver_branch:
-        text += (
-            f", but not past {last.last_driver_branch}: the last branch for "
-            f"{', '.join(last.architectures)} ({_LIMITS} {last.id}, {last.certainty})"
+        return said(
+            N_(
+                "Upgrade the host driver to {branch} or newer (>= {driver}), but not past "
+                "{last_branch}: the last branch for {architectures} ({table} {limit}, "
+                "{certainty}); one isolated node first, with a rollback ready."
+            ),
+            branch=f"r{min_driver.major}",
+            driver=str(min_driver),
+            last_branch=last.last_driver_branch,
+            **_limit_words(last),
         )
-    return text + "; one isolated node first, with a rollback ready."
+    return said(
+        N_(
+            "Upgrade the host driver to {branch} or newer (>= {driver}); one isolated node "
+            "first, with a rollback ready."
+        ),
+        branch=f"r{min_driver.major}",
+        driver=str(min_driver),
+    )
 
 
 def check_compat(
@@ -220,7 +319,7 @@ def check_compat(
     common: dict[str, Any] = dict(
         driver=str(driver),
         driver_branch=driver.branch,
-        driver_cuda_ceiling=_release(ceiling) if ceiling else None,
+        driver_cuda_ceiling=f"{ceiling.major}.{ceiling.minor}" if ceiling else None,
         cuda=str(cuda),
         gpu=gpu,
         min_driver=str(min_driver) if min_driver else None,
@@ -243,25 +342,40 @@ def check_compat(
 
     require_ok = require_satisfied(require, driver, ceiling) if require else None
     require_condition = (
-        f"container_require: the image's NVIDIA_REQUIRE_CUDA ({require}) is not met by driver "
-        f"{driver} (CUDA {_release(ceiling)}); nvidia-container-cli in legacy mode refuses to start it "
-        "unless NVIDIA_DISABLE_REQUIRE=1 or CDI mode is used"
+        said(
+            N_(
+                "container_require: the image's NVIDIA_REQUIRE_CUDA ({require}) is not met by "
+                "driver {driver} (CUDA {ceiling}); nvidia-container-cli in legacy mode refuses to "
+                "start it unless NVIDIA_DISABLE_REQUIRE=1 or CDI mode is used"
+            ),
+            require=str(require),
+            driver=str(driver),
+            ceiling=_release(ceiling),
+        )
         if require_ok is False
         else None
     )
 
     if ceiling and cuda.minor_release <= ceiling.minor_release:
         conditions = [require_condition] if require_condition else []
-        return CompatVerdict(
+        return _verdict(
             verdict="conditional" if conditions else "compatible",
             rule="native_support",
             conditions=conditions,
             source=source,
             table_rows=rows,
-            explanation=(
-                f"Driver {driver} ({driver.branch}) supports CUDA up to {_release(ceiling)}; a CUDA {cuda} "
-                "build runs natively."
-            ),
+            explanation=[
+                said(
+                    N_(
+                        "Driver {driver} ({branch}) supports CUDA up to {ceiling}; a CUDA {cuda} "
+                        "build runs natively."
+                    ),
+                    driver=str(driver),
+                    branch=driver.branch,
+                    ceiling=_release(ceiling),
+                    cuda=str(cuda),
+                )
+            ],
             **common,
         )
 
@@ -269,27 +383,45 @@ def check_compat(
         rows.append(f"{_FAMILIES}: CUDA {family.major}.x needs >= {family.min_linux_driver}")
         conditions = _conditions_minor(cuda, driver, ceiling, gpu)
         if require_ok is not None:
-            conditions[1] = require_condition or (
-                f"container_require: the image's NVIDIA_REQUIRE_CUDA ({require}) is met"
+            conditions[1] = require_condition or said(
+                N_("container_require: the image's NVIDIA_REQUIRE_CUDA ({require}) is met"),
+                require=str(require),
             )
-        target = f"Target {min_driver or 'a newer driver'} to remove them."
         if last and _beyond(last, min_driver):
-            target = (
-                f"No driver removes them on this GPU: {last.last_driver_branch} is the last "
-                f"branch for {', '.join(last.architectures)}."
+            target = said(
+                N_(
+                    "No driver removes them on this GPU: {last_branch} is the last branch for "
+                    "{architectures}."
+                ),
+                last_branch=str(last.last_driver_branch),
+                architectures=", ".join(last.architectures),
             )
-        return CompatVerdict(
+        elif min_driver:
+            target = said(N_("Target {driver} to remove them."), driver=str(min_driver))
+        else:
+            target = Said(text=N_("Target a newer driver to remove them."))
+        return _verdict(
             verdict="conditional",
             rule="minor_version_compatibility",
             conditions=conditions,
             source=family.source,
             table_rows=rows,
-            explanation=(
-                f"CUDA {cuda} is newer than what driver {driver} supports natively (CUDA "
-                f"{_release(ceiling)}), but both are CUDA {cuda.major}.x and the driver meets the family "
-                f"minimum {family.min_linux_driver}: it runs through minor-version compatibility, "
-                f"within its limits. {target}"
-            ),
+            explanation=[
+                said(
+                    N_(
+                        "CUDA {cuda} is newer than what driver {driver} supports natively (CUDA "
+                        "{ceiling}), but both are CUDA {major}.x and the driver meets the family "
+                        "minimum {family_minimum}: it runs through minor-version compatibility, "
+                        "within its limits."
+                    ),
+                    cuda=str(cuda),
+                    driver=str(driver),
+                    ceiling=_release(ceiling),
+                    major=cuda.major,
+                    family_minimum=str(family.min_linux_driver),
+                ),
+                target,
+            ],
             **common,
         )
 
@@ -302,9 +434,15 @@ def check_compat(
     package = f"cuda-compat-{cuda.major}-{cuda.minor}"
     if verdict.verdict == "forward_compat_only":
         advice.append(
-            f"Or, without a driver change: install {package} on the host and put "
-            f"/usr/local/cuda-{cuda.major}.{cuda.minor}/compat first on LD_LIBRARY_PATH; verify "
-            "with deviceQuery."
+            said(
+                N_(
+                    "Or, without a driver change: install {package} on the host and put "
+                    "/usr/local/cuda-{release}/compat first on LD_LIBRARY_PATH; verify with "
+                    "deviceQuery."
+                ),
+                package=package,
+                release=f"{cuda.major}.{cuda.minor}",
+            )
         )
     elif (
         gpu_row
@@ -312,10 +450,16 @@ def check_compat(
         and driver.branch in (kb.forward_compat.packages.get(f"{cuda.major}.{cuda.minor}", []))
     ):
         advice.append(
-            f"Or try {package} on one node first: forward compatibility on {gpu_row.name} is not "
-            "established (error 804 means it is not supported)."
+            said(
+                N_(
+                    "Or try {package} on one node first: forward compatibility on {model} is not "
+                    "established (error 804 means it is not supported)."
+                ),
+                package=package,
+                model=gpu_row.name,
+            )
         )
-    return verdict.model_copy(update={"cause": "driver_too_old", "advice": advice})
+    return _reworded(verdict, advice=advice, cause="driver_too_old")
 
 
 def _unsupported_arch(
@@ -330,9 +474,9 @@ def _unsupported_arch(
 ) -> CompatVerdict:
     """A CUDA major that carries no kernels for the GPU: no driver changes that."""
     assert limit.last_cuda_major is not None
-    words = _gpu_words(gpu, gpu_row)
     rows.append(
-        f"{_LIMITS}: {limit.id}: {', '.join(limit.architectures)} end at CUDA {limit.last_cuda_major}.x"
+        f"{_LIMITS}: {limit.id}: {', '.join(limit.architectures)} end at CUDA "
+        f"{limit.last_cuda_major}.x"
     )
     releases = [
         r
@@ -340,41 +484,87 @@ def _unsupported_arch(
         if r.cuda_version.major == limit.last_cuda_major and r.min_linux_driver
     ]
     newest = max(releases, key=lambda r: r.cuda_version) if releases else None
+    capability = gpu_row.compute_capability
     advice = []
     if newest is not None:
         release = CudaVersion(newest.cuda_version.major, newest.cuda_version.minor)
         floor = _native_row(kb, release)
-        needs = f", natively on driver >= {floor.min_linux_driver}" if floor else ""
+        build: dict[str, str | int] = {
+            "major": limit.last_cuda_major,
+            "capability": capability,
+            "release": f"{release.major}.{release.minor}",
+            "tag": f"{release.major}{release.minor}",
+        }
         advice.append(
-            f"Run a CUDA {limit.last_cuda_major}.x build that still carries kernels for compute "
-            f"capability {gpu_row.compute_capability}: for vLLM a CUDA {_release(release)} image or "
-            f"wheel (-cu{release.major}{release.minor} tags){needs}. Whether a given build includes "
-            f"{gpu_row.compute_capability} is not established here: check "
-            "torch.cuda.get_arch_list() in it."
+            said(
+                N_(
+                    "Run a CUDA {major}.x build that still carries kernels for compute "
+                    "capability {capability}: for vLLM a CUDA {release} image or wheel (-cu{tag} "
+                    "tags), natively on driver >= {driver}. Whether a given build includes "
+                    "{capability} is not established here: check torch.cuda.get_arch_list() in it."
+                ),
+                driver=str(floor.min_linux_driver),
+                **build,
+            )
+            if floor
+            else said(
+                N_(
+                    "Run a CUDA {major}.x build that still carries kernels for compute "
+                    "capability {capability}: for vLLM a CUDA {release} image or wheel (-cu{tag} "
+                    "tags). Whether a given build includes {capability} is not established here: "
+                    "check torch.cuda.get_arch_list() in it."
+                ),
+                **build,
+            )
         )
     last = _branch_limit(limits)
     if last is not None:
         advice.append(
-            f"Keep these hosts at {last.last_driver_branch} at most: {last.summary} "
-            f"({_LIMITS} {last.id}, {last.certainty})"
+            said(
+                N_(
+                    "Keep these hosts at {last_branch} at most: {summary} ({table} {limit}, {certainty})"
+                ),
+                last_branch=str(last.last_driver_branch),
+                summary=Said(text=last.summary),
+                **_limit_words(last),
+            )
         )
     advice.append(
-        "Or move the workload to GPUs of compute capability "
-        f"{limit.below_compute_capability} or newer."
+        said(
+            N_("Or move the workload to GPUs of compute capability {capability} or newer."),
+            capability=limit.below_compute_capability,
+        )
     )
     advice.append(
-        f"Do not upgrade the driver for this: no driver runs a CUDA {limit.last_cuda_major + 1}+ "
-        f"build on {gpu_row.name}."
+        said(
+            N_(
+                "Do not upgrade the driver for this: no driver runs a CUDA {major}+ build on "
+                "{model}."
+            ),
+            major=limit.last_cuda_major + 1,
+            model=gpu_row.name,
+        )
     )
-    return CompatVerdict(
+    return _verdict(
         verdict="incompatible",
         rule="unsupported_gpu_arch",
-        conditions=[f"gpu_arch: {limit.summary} ({_LIMITS} {limit.id}, {limit.certainty})"],
+        conditions=[
+            said(
+                N_("gpu_arch: {summary} ({table} {limit}, {certainty})"),
+                summary=Said(text=limit.summary),
+                **_limit_words(limit),
+            )
+        ],
         source=limit.source,
         table_rows=rows,
-        explanation=(
-            f"{words} cannot run a CUDA {cuda} build, whatever the driver. {limit.summary}"
-        ),
+        explanation=[
+            said(
+                N_("{gpu} cannot run a CUDA {cuda} build, whatever the driver."),
+                gpu=_gpu_words(gpu, gpu_row),
+                cuda=str(cuda),
+            ),
+            Said(text=limit.summary),
+        ],
         cause="unsupported_gpu_arch",
         advice=advice,
         **{**common, "min_driver": None, "min_branch": None},
@@ -386,28 +576,121 @@ def _past_last_branch(
 ) -> CompatVerdict:
     """The build needs a branch the GPU never gets: the driver path is closed."""
     assert gpu_row is not None
-    why = (
-        f"it needs {verdict.min_branch} or newer, and {last.last_driver_branch} is the last "
-        f"branch for {', '.join(last.architectures)} ({_LIMITS} {last.id}, {last.certainty})"
+    last_branch = str(last.last_driver_branch)
+    why = said(
+        N_(
+            "it needs {branch} or newer, and {last_branch} is the last branch for "
+            "{architectures} ({table} {limit}, {certainty})"
+        ),
+        branch=str(verdict.min_branch),
+        last_branch=last_branch,
+        **_limit_words(last),
     )
-    return verdict.model_copy(
-        update={
-            "rule": "unsupported_gpu_arch",
-            "cause": "unsupported_gpu_arch",
-            "conditions": [*verdict.conditions, f"gpu_arch: {why}"],
-            "explanation": (
-                f"{_gpu_words(gpu, gpu_row)} cannot get a driver that runs a CUDA {verdict.cuda} "
-                f"build natively: {why}."
+    conditions = (verdict.wording or CompatWording()).conditions
+    return _reworded(
+        verdict,
+        conditions=[*conditions, said(N_("gpu_arch: {why}"), why=why)],
+        explanation=[
+            said(
+                N_("{gpu} cannot get a driver that runs a CUDA {cuda} build natively: {why}."),
+                gpu=_gpu_words(gpu, gpu_row),
+                cuda=verdict.cuda,
+                why=why,
+            )
+        ],
+        advice=[
+            said(
+                N_(
+                    "Use a build whose CUDA runs on {last_branch} (see `vllm-triage compat "
+                    "--driver <an {last_branch} driver>`), or move the workload to a newer GPU."
+                ),
+                last_branch=last_branch,
             ),
-            "min_driver": None,
-            "min_branch": None,
-            "advice": [
-                f"Use a build whose CUDA runs on {last.last_driver_branch} (see `vllm-triage "
-                f"compat --driver <an {last.last_driver_branch} driver>`), or move the workload "
-                "to a newer GPU.",
-                f"Do not plan a driver upgrade past {last.last_driver_branch} on these hosts.",
-            ],
-        }
+            said(
+                N_("Do not plan a driver upgrade past {last_branch} on these hosts."),
+                last_branch=last_branch,
+            ),
+        ],
+        rule="unsupported_gpu_arch",
+        cause="unsupported_gpu_arch",
+        min_driver=None,
+        min_branch=None,
+    )
+
+
+def _forward_compat_doubt(gpu: str | None, gpu_row: Gpu | None, package: str) -> tuple[Said, Said]:
+    """Why forward compatibility is not decided on this GPU: (the condition's words, the
+    explanation's sentence)."""
+    if gpu_row and gpu_row.forward_compat_support == "no":
+        return (
+            said(
+                N_(
+                    "{gpu} is not a data-center GPU: forward compatibility fails there with "
+                    "error 804"
+                ),
+                gpu=str(gpu),
+            ),
+            said(
+                N_(
+                    "{gpu} is not a data-center GPU: forward compatibility fails there with "
+                    "error 804."
+                ),
+                gpu=str(gpu),
+            ),
+        )
+    if gpu_row:
+        fields = {"gpu": str(gpu), "model": gpu_row.name, "package": package}
+        return (
+            said(
+                N_(
+                    "whether {gpu} ({model}) supports forward compatibility is not established "
+                    "(NVIDIA names only select NGC Server Ready SKUs of RTX cards, without a "
+                    "list): {package} may make it run; error 804 means it does not"
+                ),
+                **fields,
+            ),
+            said(
+                N_(
+                    "Whether {gpu} ({model}) supports forward compatibility is not established "
+                    "(NVIDIA names only select NGC Server Ready SKUs of RTX cards, without a "
+                    "list): {package} may make it run; error 804 means it does not."
+                ),
+                **fields,
+            ),
+        )
+    if gpu:
+        fields = {"gpu": gpu, "table": _GPUS, "package": package}
+        return (
+            said(
+                N_(
+                    "{gpu} is not in the GPU table ({table}): if it is a data-center GPU, "
+                    "{package} would make it run (verdict forward_compat_only)"
+                ),
+                **fields,
+            ),
+            said(
+                N_(
+                    "{gpu} is not in the GPU table ({table}): if it is a data-center GPU, "
+                    "{package} would make it run (verdict forward_compat_only)."
+                ),
+                **fields,
+            ),
+        )
+    return (
+        said(
+            N_(
+                "if the GPUs are data-center parts, {package} would make it run (verdict "
+                "forward_compat_only); pass --gpu to decide"
+            ),
+            package=package,
+        ),
+        said(
+            N_(
+                "If the GPUs are data-center parts, {package} would make it run (verdict "
+                "forward_compat_only); pass --gpu to decide."
+            ),
+            package=package,
+        ),
     )
 
 
@@ -425,9 +708,16 @@ def _across_majors(
     package = f"{cuda.major}.{cuda.minor}"
     bases = fc.packages.get(package, [])
     package_name = f"cuda-compat-{cuda.major}-{cuda.minor}"
-    native_text = (
-        f"Driver {driver} ({driver.branch}) supports CUDA up to {_release(ceiling)}; "
-        f"a CUDA {cuda} build needs {common['min_driver'] or 'a newer driver'} or newer"
+    native = said(
+        N_(
+            "Driver {driver} ({branch}) supports CUDA up to {ceiling}; a CUDA {cuda} build needs "
+            "{min_driver} or newer."
+        ),
+        driver=str(driver),
+        branch=driver.branch,
+        ceiling=_release(ceiling),
+        cuda=str(cuda),
+        min_driver=common["min_driver"] or Said(text=N_("a newer driver")),
     )
     branch_supported = driver.branch in bases
     if bases:
@@ -436,76 +726,98 @@ def _across_majors(
         support = gpu_row.forward_compat_support if gpu_row else None
         if gpu_row and support == "yes":
             kind = (
-                "a data-center GPU"
+                Said(text=N_("a data-center GPU"))
                 if gpu_row.datacenter
-                else f"a GPU NVIDIA supports forward compatibility on ({gpu_row.name})"
+                else said(
+                    N_("a GPU NVIDIA supports forward compatibility on ({model})"),
+                    model=gpu_row.name,
+                )
             )
-            return CompatVerdict(
+            return _verdict(
                 verdict="forward_compat_only",
                 rule="forward_compatibility",
                 conditions=[
-                    f"forward_compat: install {package_name} and put /usr/local/cuda-{package}/compat "
-                    "first on LD_LIBRARY_PATH (in the container or on the host); verify with deviceQuery",
-                    *(f"forward_compat_limit: {limit}" for limit in fc.limits),
+                    said(
+                        N_(
+                            "forward_compat: install {package} and put "
+                            "/usr/local/cuda-{release}/compat first on LD_LIBRARY_PATH (in the "
+                            "container or on the host); verify with deviceQuery"
+                        ),
+                        package=package_name,
+                        release=package,
+                    ),
+                    *(
+                        said(N_("forward_compat_limit: {limit}"), limit=Said(text=limit))
+                        for limit in fc.limits
+                    ),
                 ],
                 source=fc.source,
                 table_rows=rows,
-                explanation=(
-                    f"{native_text}. {gpu} is {kind} and {driver.branch} is a supported "
-                    f"base branch for {package_name}, so it runs only with the forward-compatibility "
-                    "package, or after a driver upgrade."
-                ),
+                explanation=[
+                    native,
+                    said(
+                        N_(
+                            "{gpu} is {kind} and {branch} is a supported base branch for "
+                            "{package}, so it runs only with the forward-compatibility package, "
+                            "or after a driver upgrade."
+                        ),
+                        gpu=str(gpu),
+                        kind=kind,
+                        branch=driver.branch,
+                        package=package_name,
+                    ),
+                ],
                 **common,
             )
-        if gpu_row and support == "no":
-            why = (
-                f"{gpu} is not a data-center GPU: forward compatibility fails there with error 804"
-            )
-        elif gpu_row:
-            why = (
-                f"whether {gpu} ({gpu_row.name}) supports forward compatibility is not "
-                "established (NVIDIA names only select NGC Server Ready SKUs of RTX cards, without "
-                f"a list): {package_name} may make it run; error 804 means it does not"
-            )
-        elif gpu:
-            why = (
-                f"{gpu} is not in the GPU table ({_GPUS}): if it is a data-center GPU, "
-                f"{package_name} would make it run (verdict forward_compat_only)"
-            )
-        else:
-            why = (
-                "if the GPUs are data-center parts, "
-                f"{package_name} would make it run (verdict forward_compat_only); pass --gpu to decide"
-            )
-        return CompatVerdict(
+        condition, sentence = _forward_compat_doubt(gpu, gpu_row, package_name)
+        return _verdict(
             verdict="incompatible",
             rule="newer_cuda_major",
-            conditions=[f"forward_compat: {why}"],
+            conditions=[said(N_("forward_compat: {why}"), why=condition)],
             source=fc.source,
             table_rows=rows,
-            explanation=f"{native_text}. {why[0].upper()}{why[1:]}.",
+            explanation=[native, sentence],
             **common,
         )
     branch = kb.branch(driver.major)
     if not bases:
-        reason = f"NVIDIA publishes no {package_name} package"
+        reason = said(N_("NVIDIA publishes no {package} package"), package=package_name)
     else:
-        reason = (
-            f"{driver.branch} is not a supported base branch for {package_name} "
-            f"(supported: {', '.join(bases)})"
-        )
-        if branch and branch.type == "new_feature":
-            certainty = branch.type_certainty_or_row
-            per = "" if certainty == "primary" else f" (per a {certainty} source)"
-            reason += (
-                f"; it is a New Feature Branch{per}, and those are not supported targets either"
+        fields = {"branch": driver.branch, "package": package_name, "bases": ", ".join(bases)}
+        certainty = branch.type_certainty_or_row if branch else None
+        if branch is None or branch.type != "new_feature":
+            reason = said(
+                N_("{branch} is not a supported base branch for {package} (supported: {bases})"),
+                **fields,
             )
-    return CompatVerdict(
+        elif certainty == "primary":
+            reason = said(
+                N_(
+                    "{branch} is not a supported base branch for {package} (supported: "
+                    "{bases}); it is a New Feature Branch, and those are not supported targets "
+                    "either"
+                ),
+                **fields,
+            )
+        else:
+            reason = said(
+                N_(
+                    "{branch} is not a supported base branch for {package} (supported: "
+                    "{bases}); it is a New Feature Branch (per a {certainty} source), and those "
+                    "are not supported targets either"
+                ),
+                certainty=str(certainty),
+                **fields,
+            )
+    return _verdict(
         verdict="incompatible",
         rule="newer_cuda_major",
-        conditions=[f"forward_compat: not possible: {reason}"],
+        conditions=[said(N_("forward_compat: not possible: {reason}"), reason=reason)],
         source=fc.source if bases else (kb.toolkits[-1].source),
         table_rows=rows,
-        explanation=f"{native_text}. Forward compatibility is not possible either: {reason}.",
+        explanation=[
+            native,
+            said(N_("Forward compatibility is not possible either: {reason}."), reason=reason),
+        ],
         **common,
     )

@@ -228,7 +228,7 @@ class GpuLimit(Row, frozen=True, kw_only=True):
     below_compute_capability: Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]$")]
     last_cuda_major: int | None = None
     last_driver_branch: Annotated[str, msgspec.Meta(pattern="^r[0-9]{3}$")] | None = None
-    summary: str
+    summary: Text
     source_note: str = ""
 
     def _check(self) -> None:
@@ -257,7 +257,7 @@ class ForwardCompat(Provenance, frozen=True, kw_only=True):
 
     gpu_rule: str
     branch_rule: str
-    limits: list[str]
+    limits: list[Text]
     packages: dict[str, list[str]]
 
     def _check(self) -> None:
@@ -524,7 +524,7 @@ class Recipe(Provenance, frozen=True, kw_only=True):
     image_cuda: CudaVersion
     cuda_variants_available: list[str]
     min_driver_branch: Annotated[str, msgspec.Meta(pattern="^r[0-9]{3}$")]
-    driver_note: str
+    driver_note: Text
     recommended_hardware: str
     startup_note: str
     required_flags: list[RecipeFlag]

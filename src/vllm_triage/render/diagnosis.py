@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from vllm_triage.i18n import N_, Catalog, Language, catalog
 from vllm_triage.models import (
     CompatVerdict,
+    CompatWording,
     Diagnosis,
     Finding,
     RuleMatch,
@@ -48,6 +49,7 @@ LABELS: dict[str, str] = {
     "gpu_value": N_("{model}, compute capability {capability}"),
     "min_driver": N_("Minimum driver"),
     "not_established": N_("not established"),
+    "unknown": N_("unknown"),
     "source": N_("Source"),
     "conditions": N_("Conditions"),
     "what_to_do": N_("What to do"),
@@ -145,14 +147,34 @@ def _localized_match(match: RuleMatch, words: Words) -> RuleMatch:
     return match.model_copy(update={"why": why})
 
 
-def _localized_compat(verdict: CompatVerdict, words: Words) -> CompatVerdict:
+def localized_compat(verdict: CompatVerdict, words: Words) -> CompatVerdict:
+    """A compat verdict with its explanation, conditions and advice in the reader's language."""
+    if words.language == "en":
+        return verdict
+    wording = verdict.wording or CompatWording()
+    explanation = (
+        join_sentences([item.say(words.tr) for item in wording.explanation])
+        if wording.explanation
+        else words.say(verdict.explanation)
+    )
     return verdict.model_copy(
         update={
-            "explanation": words.say(verdict.explanation),
-            "conditions": [words.say(text) for text in verdict.conditions],
-            "advice": [words.say(text) for text in verdict.advice],
+            "explanation": explanation,
+            "conditions": _composed(wording.conditions, verdict.conditions, words),
+            "advice": _composed(wording.advice, verdict.advice, words),
         }
     )
+
+
+def _with_compat_evidence(finding: Finding, english: str, said: str) -> Finding:
+    """The finding with the compat verdict's explanation, cited as its evidence, said too."""
+    evidence = [
+        item.model_copy(update={"text": said})
+        if item.file == "compat" and item.line == 0 and item.text == english
+        else item
+        for item in finding.evidence
+    ]
+    return finding.model_copy(update={"evidence": evidence})
 
 
 def localized(diagnosis: Diagnosis, language: Language) -> Diagnosis:
@@ -162,11 +184,18 @@ def localized(diagnosis: Diagnosis, language: Language) -> Diagnosis:
     if language == "en":
         return diagnosis
     words = Words(language)
+    primary = localized_finding(diagnosis.primary, words)
+    findings = [localized_finding(f, words) for f in diagnosis.findings]
+    compat = localized_compat(diagnosis.compat, words) if diagnosis.compat else None
+    if diagnosis.compat and compat:
+        english, said = diagnosis.compat.explanation, compat.explanation
+        primary = _with_compat_evidence(primary, english, said)
+        findings = [_with_compat_evidence(finding, english, said) for finding in findings]
     return diagnosis.model_copy(
         update={
-            "primary": localized_finding(diagnosis.primary, words),
-            "findings": [localized_finding(f, words) for f in diagnosis.findings],
-            "compat": _localized_compat(diagnosis.compat, words) if diagnosis.compat else None,
+            "primary": primary,
+            "findings": findings,
+            "compat": compat,
             "notes": _composed(diagnosis.notes_wording, diagnosis.notes, words),
             "decision": [_localized_match(m, words) for m in diagnosis.decision],
         }

@@ -33,8 +33,16 @@ def diagnosis_markdown(
     )
 
 
-def compat_markdown(verdict: CompatVerdict) -> str:
-    return _env().get_template("compat.md.j2").render(v=verdict)
+def compat_markdown(verdict: CompatVerdict, language: Language = "en") -> str:
+    """The compat verdict for a ticket, in `language`."""
+    from vllm_triage.render.diagnosis import Words, localized_compat
+
+    words = Words(language)
+    return (
+        _env()
+        .get_template("compat.md.j2")
+        .render(v=localized_compat(verdict, words), t=words.label)
+    )
 
 
 def prefix_markdown(report: PrefixReport, max_rows: int = 20) -> str:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from vllm_triage.i18n import Language
 from vllm_triage.models import CompatVerdict, Diagnosis, Fact, Finding, Serving
-from vllm_triage.render.diagnosis import Words, localized
+from vllm_triage.render.diagnosis import Words, localized, localized_compat
 
 _VERDICT_STYLE = {
     "compatible": "bold green",
@@ -68,8 +68,9 @@ def _finding_panel(finding: Finding, words: Words) -> Panel:
 
 
 def compat_renderable(verdict: CompatVerdict, words: Words | None = None) -> RenderableType:
-    """The compat verdict (in the reader's language inside a diagnosis; `compat` prints English)."""
+    """The compat verdict in the reader's language (English without `words`)."""
     words = words or Words("en")
+    verdict = localized_compat(verdict, words)
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
