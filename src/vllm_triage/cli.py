@@ -507,6 +507,9 @@ def diagnose(
     """What went wrong, in which phase, with the log lines that prove it, and what not to do."""
     from functools import partial
 
+    from vllm_triage.inputs import hash_ahead
+
+    hash_ahead(logs)  # before the library loads: a large log is hashed on another core meanwhile
     from vllm_triage.case import Case, case_folder
     from vllm_triage.diagnose import DiagnoseOptions
     from vllm_triage.diagnose import diagnose as diagnose_logs

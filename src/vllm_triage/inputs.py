@@ -14,10 +14,11 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from vllm_triage.errors import InputError
 
@@ -86,13 +87,24 @@ def read_text_input(value: str | Path, option: str, what: str, cap: int) -> str:
 
 class Fingerprint(io.BufferedIOBase, BinaryIO):
     """A binary stream that hashes what is read through it (sha256 and size), so an artifact can
-    name its inputs without reading them twice (standard input cannot be read twice)."""
+    name its inputs without reading them twice (standard input cannot be read twice).
 
-    def __init__(self, stream: BinaryIO) -> None:
+    With `ahead`, a large regular file is hashed from its start on another core while the reader
+    is busy elsewhere (see hash_ahead), until the reader catches up with it or calls
+    `stop_hashing_ahead`; the digest is the same."""
+
+    def __init__(self, stream: BinaryIO, *, ahead: bool = False, name: str = "the input") -> None:
         super().__init__()
         self._stream = stream
         self._digest = hashlib.sha256()
+        self._name = name
         self.size = 0
+        # the digest holds bytes [0, _hashed): past `size` once a helper hashed ahead of the reads
+        self._hashed = 0
+        self._ahead = _HashAhead.adopt(stream) if ahead else None
+        # the reads (on a read-ahead thread) and stop_hashing_ahead (on the caller's) take over
+        # the helper's digest one at a time
+        self._lock = threading.Lock()
 
     def readable(self) -> bool:
         return True
@@ -103,14 +115,141 @@ class Fingerprint(io.BufferedIOBase, BinaryIO):
     def readline(self, size: int | None = -1) -> bytes:
         return self._seen(self._stream.readline(-1 if size is None else size))
 
+    def close(self) -> None:
+        """Stop a helper still hashing ahead (the stream read through stays open)."""
+        self.stop_hashing_ahead()
+        super().close()
+
+    def stop_hashing_ahead(self) -> None:
+        """Hash on the reading thread from here on (call it when the other cores get busy)."""
+        with self._lock:
+            self._take_over()
+
+    def _take_over(self) -> None:
+        """The helper's digest goes on here (the lock held)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            self._digest, self._hashed = ahead.stop()
+
     @property
     def sha256(self) -> str:
+        """The sha256 of what was read; InputError if a helper hashed bytes the reads never got
+        (the file shrank: truncated, or rotated in place, while it was read)."""
+        self.stop_hashing_ahead()
+        if self._hashed != self.size:
+            raise InputError(
+                f"{self._name}: the file shrank while it was read (truncated or rotated in "
+                "place); diagnose a copy of it"
+            )
         return self._digest.hexdigest()
 
     def _seen(self, data: bytes) -> bytes:
-        self._digest.update(data)
-        self.size += len(data)
+        end = self.size + len(data)
+        with self._lock:
+            if self._ahead is not None and end > self._ahead.frontier:
+                self._take_over()  # the reads caught up with the helper
+            if self._ahead is None and end > self._hashed:
+                skip = self._hashed - self.size
+                self._digest.update(memoryview(data)[skip:] if skip > 0 else data)
+                self._hashed = end
+        self.size = end
         return data
+
+
+# Files smaller than this are hashed by their reader alone: a helper would not get ahead.
+HASH_AHEAD_MIN_BYTES = 8 << 20
+
+
+def hash_ahead(paths: Iterable[str | Path]) -> None:
+    """Start hashing the first of these files that is a regular file of HASH_AHEAD_MIN_BYTES or
+    more, on another core, so that the work is done while the tool is still starting; the
+    Fingerprint(ahead=True) that reads it later goes on from there. Best effort: a path that
+    cannot be opened (or is not a regular file) is left to the reader's own one-line error."""
+    for path in paths:
+        if str(path) == STDIN:
+            continue
+        try:
+            fd = os.open(path, _OPEN_FLAGS)
+        except OSError:
+            continue
+        if _HashAhead.start(fd):
+            return
+
+
+class _HashAhead:
+    """The sha256 of a regular file from its start, computed on a daemon thread (pread on its own
+    descriptor in large pieces: hashlib and the reads release the GIL) until stopped."""
+
+    _PIECE_BYTES = 8 << 20
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._digest = hashlib.sha256()
+        self.frontier = 0  # bytes [0, frontier) are hashed
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="input-hash-ahead", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, fd: int) -> bool:
+        """Hash the file behind `fd` (taken over: closed when done) if it is large and regular;
+        False (and fd closed) otherwise."""
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode) or info.st_size < HASH_AHEAD_MIN_BYTES:
+            os.close(fd)
+            return False
+        with _WAITING_LOCK:
+            if (info.st_dev, info.st_ino) not in _WAITING:
+                _WAITING[info.st_dev, info.st_ino] = cls(fd)
+                return True
+        os.close(fd)
+        return True
+
+    @classmethod
+    def adopt(cls, stream: BinaryIO) -> _HashAhead | None:
+        """The helper for the file `stream` reads: one hash_ahead started, or a new one."""
+        try:
+            fd = stream.fileno()
+            info = os.fstat(fd)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return None
+        with _WAITING_LOCK:
+            waiting = _WAITING.pop((info.st_dev, info.st_ino), None)
+        if waiting is not None:
+            return waiting
+        if not stat.S_ISREG(info.st_mode) or info.st_size < HASH_AHEAD_MIN_BYTES:
+            return None
+        try:
+            return cls(os.dup(fd))
+        except OSError:  # no descriptor to spare: the reader hashes alone
+            return None
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                piece = os.pread(self._fd, self._PIECE_BYTES, self.frontier)
+                if not piece:
+                    break
+                self._digest.update(piece)
+                self.frontier += len(piece)
+        except OSError:
+            pass  # the reader meets the same error itself, or hashes on from the frontier
+        finally:
+            os.close(self._fd)
+
+    def stop(self) -> tuple[Any, int]:
+        """(digest of bytes [0, frontier), frontier) once the thread has stopped."""
+        self._stopping.set()
+        self._thread.join()
+        return self._digest, self.frontier
+
+
+_WAITING_LOCK = threading.Lock()
+# started by hash_ahead, not yet adopted by a Fingerprint: (st_dev, st_ino) -> helper
+_WAITING: dict[tuple[int, int], _HashAhead] = {}
 
 
 def _open_regular(path: str | Path, what: str) -> BinaryIO:

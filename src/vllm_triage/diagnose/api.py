@@ -89,17 +89,20 @@ def compat(options: CompatOptions, *, kb: KnowledgeBase | None = None) -> Compat
 
 
 def _scan_path(path: str, kb: KnowledgeBase, made_from: list[InputFile]) -> FileScan:
-    """One log, hashed as it is read (for the diagnosis' made_from)."""
+    """One log, hashed as it is read (for the diagnosis' made_from); a large one is hashed ahead
+    on another core until the scan's own read-ahead keeps both cores busy."""
     from vllm_triage.diagnose.logreader import LogError
     from vllm_triage.diagnose.scan import scan_log
 
     with open_input(path, "a log file") as (stream, name), read_errors(name):
-        reader = Fingerprint(stream)
+        reader = Fingerprint(stream, ahead=True, name=name)
         try:
-            scan = scan_log(reader, name, kb)
+            scan = scan_log(reader, name, kb, reading_ahead=reader.stop_hashing_ahead)
         except LogError as exc:
             raise LogError(f"{name}: {exc}") from None
-    made_from.append(InputFile(name=name, sha256=reader.sha256, size=reader.size))
+        finally:
+            reader.close()
+        made_from.append(InputFile(name=name, sha256=reader.sha256, size=reader.size))
     return scan
 
 

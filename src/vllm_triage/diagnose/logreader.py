@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -366,9 +366,19 @@ class LogScanner:
     Past PARALLEL_MIN_BYTES the rest is read, hashed (by the stream) and counted by a second
     thread while this one searches (readahead), and the prefilter switches to Hyperscan."""
 
-    def __init__(self, stream: BinaryIO, prefilter: Prefilter, *, fast: bool | None = None):
+    def __init__(
+        self,
+        stream: BinaryIO,
+        prefilter: Prefilter,
+        *,
+        fast: bool | None = None,
+        reading_ahead: Callable[[], None] | None = None,
+    ):
         self._stream = stream
         self._prefilter = prefilter
+        # called when the search reaches the blocks read ahead: both threads are busy from then on
+        # (a helper hashing the input ahead stops, see inputs.Fingerprint)
+        self._reading_ahead = reading_ahead
         # None: Hyperscan and the read-ahead thread for large inputs only; True: both from the
         # start (tests); False: neither
         self._fast = fast
@@ -433,6 +443,8 @@ class LogScanner:
                 try:
                     yield (*span, None)
                     self._prefilter.prepare_fast(wait=True)
+                    if self._reading_ahead is not None:
+                        self._reading_ahead()
                     yield from ahead
                 finally:
                     ahead.close()

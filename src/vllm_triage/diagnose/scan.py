@@ -3,6 +3,7 @@ how the server stopped, which requests it answered, and which versions the log s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -249,11 +250,18 @@ class _Scan:
         )
 
 
-def scan_log(stream: BinaryIO, name: str, kb: KnowledgeBase) -> FileScan:
+def scan_log(
+    stream: BinaryIO,
+    name: str,
+    kb: KnowledgeBase,
+    *,
+    reading_ahead: Callable[[], None] | None = None,
+) -> FileScan:
     """Stream one log once and collect signature hits (with evidence), milestones, the stop,
-    the access-log requests and the facts the log states."""
+    the access-log requests and the facts the log states. `reading_ahead` is called when a large
+    log's search reaches the blocks another thread reads ahead (see LogScanner)."""
     state = _Scan(name, compiled_knowledge(kb))
-    scanner = LogScanner(stream, state.prefilter)
+    scanner = LogScanner(stream, state.prefilter, reading_ahead=reading_ahead)
     for number, raw in scanner.candidates():
         state.line(normalize(raw, number))
     return state.result(scanner)
