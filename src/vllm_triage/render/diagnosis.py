@@ -123,19 +123,21 @@ def _composed(wording: Sequence[Said], texts: Sequence[str], words: Words) -> li
     return [words.say(text) for text in texts]
 
 
+def _sentences(wording: Sequence[Said], text: str, words: Words) -> str:
+    """A paragraph through its wording's sentences when it has them, else by lookup."""
+    if wording:
+        return join_sentences([item.say(words.tr) for item in wording])
+    return words.say(text)
+
+
 def localized_finding(finding: Finding, words: Words) -> Finding:
     """A finding with its summary, next steps and avoid in the reader's language."""
     if words.language == "en":
         return finding
     wording = finding.wording or Wording()
-    summary = (
-        join_sentences([item.say(words.tr) for item in wording.summary])
-        if wording.summary
-        else words.say(finding.summary)
-    )
     return finding.model_copy(
         update={
-            "summary": summary,
+            "summary": _sentences(wording.summary, finding.summary, words),
             "next_steps": _composed(wording.next_steps, finding.next_steps, words),
             "avoid": _composed(wording.avoid, finding.avoid, words),
         }
@@ -152,14 +154,9 @@ def localized_compat(verdict: CompatVerdict, words: Words) -> CompatVerdict:
     if words.language == "en":
         return verdict
     wording = verdict.wording or CompatWording()
-    explanation = (
-        join_sentences([item.say(words.tr) for item in wording.explanation])
-        if wording.explanation
-        else words.say(verdict.explanation)
-    )
     return verdict.model_copy(
         update={
-            "explanation": explanation,
+            "explanation": _sentences(wording.explanation, verdict.explanation, words),
             "conditions": _composed(wording.conditions, verdict.conditions, words),
             "advice": _composed(wording.advice, verdict.advice, words),
         }
