@@ -148,7 +148,8 @@ def test_nothing_is_hashed_ahead_for_what_is_not_a_large_regular_file(tmp_path: 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     waiting = dict(inputs._WAITING)
-    hash_ahead([str(tmp_path / "missing.log"), str(fifo), str(small), "-", str(tmp_path)])
+    given = [str(tmp_path / "missing.log"), str(fifo), str(small), "-", str(tmp_path), "a\x00b"]
+    hash_ahead(given)
     assert waiting == inputs._WAITING  # returned at once: no FIFO waited for, no helper
     with open_input(small, "a log file") as (stream, _):
         reader = Fingerprint(stream, ahead=True)
@@ -172,3 +173,11 @@ def test_diagnose_names_a_large_log_by_its_sha256(tmp_path: Path) -> None:
             "size": log.stat().st_size,
         }
     ]
+
+
+def test_a_path_with_a_nul_byte_is_a_one_line_input_error() -> None:
+    with (
+        pytest.raises(InputError, match=r"^a\\x00b: not a valid path"),
+        open_input("a\x00b", "a log"),
+    ):
+        pass

@@ -101,10 +101,10 @@ class Fingerprint(io.BufferedIOBase, BinaryIO):
         self.size = 0
         # the digest holds bytes [0, _hashed): past `size` once a helper hashed ahead of the reads
         self._hashed = 0
-        self._ahead = _HashAhead.adopt(stream) if ahead else None
         # the reads (on a read-ahead thread) and stop_hashing_ahead (on the caller's) take over
         # the helper's digest one at a time
         self._lock = threading.Lock()
+        self._ahead = _HashAhead.adopt(stream) if ahead else None
 
     def readable(self) -> bool:
         return True
@@ -170,7 +170,7 @@ def hash_ahead(paths: Iterable[str | Path]) -> None:
             continue
         try:
             fd = os.open(path, _OPEN_FLAGS)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in the path
             continue
         if _HashAhead.start(fd):
             return
@@ -262,6 +262,8 @@ def _open_regular(path: str | Path, what: str) -> BinaryIO:
         raise InputError(f"{shown}: permission denied") from None
     except OSError as exc:
         raise InputError(f"{shown}: cannot open ({exc.strerror or exc})") from None
+    except ValueError:  # a NUL byte: no file system takes it
+        raise InputError(f"{shown}: not a valid path (it holds a NUL byte)") from None
     mode = os.fstat(fd).st_mode
     if stat.S_ISREG(mode):
         return os.fdopen(fd, "rb")
