@@ -284,14 +284,18 @@ def test_every_compat_sentence_has_its_wording_and_translations(
     assert verdict.explanation == " ".join(s.say() for s in wording.explanation)
     assert verdict.conditions == [s.say() for s in wording.conditions]
     assert verdict.advice == [s.say() for s in wording.advice]
-    templates = _templates([*wording.explanation, *wording.conditions, *wording.advice])
+    assert verdict.table_rows == [s.say() for s in wording.table_rows]
+    said_all = [*wording.explanation, *wording.conditions, *wording.advice, *wording.table_rows]
+    templates = _templates(said_all)
     for language in TRANSLATED:
         tr = catalog(language)
         missing = [t for t in templates if tr(t) == t and not t.startswith(_MACHINE_ONLY)]
         assert not missing, f"{language}: no translation for {missing}"
         said = localized_compat(verdict, Words(language))
         assert said.explanation != verdict.explanation
-        for english, shown in zip(verdict.advice, said.advice, strict=True):
+        for english, shown in zip(
+            [*verdict.advice, *verdict.table_rows], [*said.advice, *said.table_rows], strict=True
+        ):
             assert english != shown
         for sentence in wording.explanation:  # the values stay as they are
             for value in sentence.fields.values():
@@ -316,10 +320,12 @@ def test_compat_speaks_the_language_and_its_json_stays_english(language: Languag
         done = run_cli("compat", *flags, "--format", output_format, "--lang", language)
         assert done.exit_code == 1, done.stderr
         flat = _flat(done.stdout)
-        for text in [said.explanation, *said.conditions, *said.advice]:
+        for text in [said.explanation, *said.conditions, *said.advice, *said.table_rows]:
             assert _flat(text) in flat
         for text in [verdict.explanation, *verdict.conditions, *verdict.advice]:
             assert _flat(text) not in flat
+        for row in verdict.table_rows:
+            assert _flat(row) not in flat
         assert Words(language).label("what_to_do") in done.stdout
 
 

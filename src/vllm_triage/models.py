@@ -163,11 +163,12 @@ class Finding(Artifact):
 
 class CompatWording(Artifact):
     """How a verdict's texts were composed, for saying them in another language: the
-    explanation's sentences, and one Said per condition and per piece of advice."""
+    explanation's sentences, and one Said per condition, piece of advice and table row cited."""
 
     explanation: list[Said] = Field(default_factory=list)
     conditions: list[Said] = Field(default_factory=list)
     advice: list[Said] = Field(default_factory=list)
+    table_rows: list[Said] = Field(default_factory=list)
 
 
 class CompatVerdict(Artifact):

@@ -45,6 +45,7 @@ def _release(cuda: CudaVersion | None) -> str | Said:
 def _verdict(
     *,
     explanation: list[Said],
+    table_rows: list[Said],
     conditions: list[Said] | None = None,
     advice: list[Said] | None = None,
     **fields: Any,
@@ -56,7 +57,10 @@ def _verdict(
         explanation=join_sentences([sentence.say() for sentence in explanation]),
         conditions=[condition.say() for condition in conditions],
         advice=[piece.say() for piece in advice],
-        wording=CompatWording(explanation=explanation, conditions=conditions, advice=advice),
+        table_rows=[row.say() for row in table_rows],
+        wording=CompatWording(
+            explanation=explanation, conditions=conditions, advice=advice, table_rows=table_rows
+        ),
         **fields,
     )
 
@@ -71,14 +75,25 @@ def _reworded(
 ) -> CompatVerdict:
     """The verdict with some of its worded texts (and other fields) replaced."""
     wording = verdict.wording or CompatWording()
+    kept = verdict.model_dump(
+        exclude={"explanation", "conditions", "advice", "table_rows", "wording"}
+    )
     return _verdict(
         explanation=wording.explanation if explanation is None else explanation,
         conditions=wording.conditions if conditions is None else conditions,
         advice=wording.advice if advice is None else advice,
-        **{
-            **verdict.model_dump(exclude={"explanation", "conditions", "advice", "wording"}),
-            **updates,
-        },
+        table_rows=wording.table_rows,
+        **{**kept, **updates},
+    )
+
+
+def _needs_row(table: str, release: str, driver: DriverVersion | None) -> Said:
+    """A table row cited: the driver a CUDA release (or family) needs."""
+    return said(
+        N_("{table}: CUDA {release} needs >= {driver}"),
+        table=table,
+        release=release,
+        driver=str(driver),
     )
 
 
@@ -300,19 +315,38 @@ def check_compat(
     min_driver = native.min_linux_driver if native else None
     if min_driver is None and family:
         min_driver = family.min_linux_driver
-    rows = []
+    rows: list[Said] = []
     if ceiling_row:
         rows.append(
-            f"{_TOOLKITS}: CUDA {ceiling_row.release} needs >= {ceiling_row.min_linux_driver} "
-            f"(newest release driver {driver} meets)"
+            said(
+                N_(
+                    "{table}: CUDA {release} needs >= {driver} (newest release driver {host} meets)"
+                ),
+                table=_TOOLKITS,
+                release=ceiling_row.release,
+                driver=str(ceiling_row.min_linux_driver),
+                host=str(driver),
+            )
         )
     if native:
-        rows.append(f"{_TOOLKITS}: CUDA {native.release} needs >= {native.min_linux_driver}")
+        rows.append(_needs_row(_TOOLKITS, native.release, native.min_linux_driver))
     if (cuda.patch is not None or native is None) and (unknown := _unestablished_row(kb, cuda)):
-        rows.append(f"{_TOOLKITS}: CUDA {unknown.release}: minimum driver not established")
+        rows.append(
+            said(
+                N_("{table}: CUDA {release}: minimum driver not established"),
+                table=_TOOLKITS,
+                release=unknown.release,
+            )
+        )
     if gpu_row:
         rows.append(
-            f"{_GPUS}: {gpu} is {gpu_row.name}, compute capability {gpu_row.compute_capability}"
+            said(
+                N_("{table}: {gpu} is {model}, compute capability {capability}"),
+                table=_GPUS,
+                gpu=str(gpu),
+                model=gpu_row.name,
+                capability=gpu_row.compute_capability,
+            )
         )
     cited = native or ceiling_row
     source = cited.source if cited else kb.toolkits[0].source
@@ -380,7 +414,7 @@ def check_compat(
         )
 
     if ceiling and family and cuda.major == ceiling.major and driver >= family.min_linux_driver:
-        rows.append(f"{_FAMILIES}: CUDA {family.major}.x needs >= {family.min_linux_driver}")
+        rows.append(_needs_row(_FAMILIES, f"{family.major}.x", family.min_linux_driver))
         conditions = _conditions_minor(cuda, driver, ceiling, gpu)
         if require_ok is not None:
             conditions[1] = require_condition or said(
@@ -469,14 +503,19 @@ def _unsupported_arch(
     gpu_row: Gpu,
     limit: GpuLimit,
     limits: list[GpuLimit],
-    rows: list[str],
+    rows: list[Said],
     common: dict[str, Any],
 ) -> CompatVerdict:
     """A CUDA major that carries no kernels for the GPU: no driver changes that."""
     assert limit.last_cuda_major is not None
     rows.append(
-        f"{_LIMITS}: {limit.id}: {', '.join(limit.architectures)} end at CUDA "
-        f"{limit.last_cuda_major}.x"
+        said(
+            N_("{table}: {limit}: {architectures} end at CUDA {major}.x"),
+            table=_LIMITS,
+            limit=limit.id,
+            architectures=", ".join(limit.architectures),
+            major=limit.last_cuda_major,
+        )
     )
     releases = [
         r
@@ -701,7 +740,7 @@ def _across_majors(
     ceiling: CudaVersion | None,
     gpu_row: Gpu | None,
     gpu: str | None,
-    rows: list[str],
+    rows: list[Said],
     common: dict[str, Any],
 ) -> CompatVerdict:
     fc = kb.forward_compat
@@ -721,7 +760,14 @@ def _across_majors(
     )
     branch_supported = driver.branch in bases
     if bases:
-        rows.append(f"{_FORWARD}: {package_name} supported on {', '.join(bases)}")
+        rows.append(
+            said(
+                N_("{table}: {package} supported on {bases}"),
+                table=_FORWARD,
+                package=package_name,
+                bases=", ".join(bases),
+            )
+        )
     if branch_supported:
         support = gpu_row.forward_compat_support if gpu_row else None
         if gpu_row and support == "yes":

@@ -159,6 +159,7 @@ def localized_compat(verdict: CompatVerdict, words: Words) -> CompatVerdict:
             "explanation": _sentences(wording.explanation, verdict.explanation, words),
             "conditions": _composed(wording.conditions, verdict.conditions, words),
             "advice": _composed(wording.advice, verdict.advice, words),
+            "table_rows": _composed(wording.table_rows, verdict.table_rows, words),
         }
     )
 
