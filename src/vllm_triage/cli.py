@@ -346,6 +346,7 @@ def compat(
     from vllm_triage.diagnose import CompatOptions
     from vllm_triage.diagnose import compat as compat_verdict
     from vllm_triage.i18n import resolve_language
+    from vllm_triage.render.markdown import compat_markdown
 
     language = resolve_language(lang)
     with _image_inputs(None if cuda else image, image_config, registry_auth, platform) as found:
@@ -353,7 +354,7 @@ def compat(
     _emit(
         verdict,
         output_format,
-        partial(_compat_markdown, language=language),
+        partial(compat_markdown, language=language),
         partial(_compat_text, language=language),
     )
     if verdict.verdict in ("forward_compat_only", "incompatible"):
@@ -532,12 +533,6 @@ def diagnose(
         partial(_diagnosis_text, explain=explain, language=language),
     )
     _say_saved(output_format, written)
-
-
-def _compat_markdown(verdict: CompatVerdict, language: Language) -> str:
-    from vllm_triage.render.markdown import compat_markdown
-
-    return compat_markdown(verdict, language)
 
 
 def _compat_text(verdict: CompatVerdict, language: Language) -> RenderableType:

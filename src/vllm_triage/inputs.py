@@ -176,6 +176,11 @@ def hash_ahead(paths: Iterable[str | Path]) -> None:
             return
 
 
+def _worth_hashing_ahead(info: os.stat_result) -> bool:
+    """A regular file large enough for a helper to get ahead of its reader."""
+    return stat.S_ISREG(info.st_mode) and info.st_size >= HASH_AHEAD_MIN_BYTES
+
+
 class _HashAhead:
     """The sha256 of a regular file from its start, computed on a daemon thread (pread on its own
     descriptor in large pieces: hashlib and the reads release the GIL) until stopped."""
@@ -198,7 +203,7 @@ class _HashAhead:
             info = os.fstat(fd)
         except OSError:
             info = None
-        if info is None or not stat.S_ISREG(info.st_mode) or info.st_size < HASH_AHEAD_MIN_BYTES:
+        if info is None or not _worth_hashing_ahead(info):
             os.close(fd)
             return False
         with _WAITING_LOCK:
@@ -220,7 +225,7 @@ class _HashAhead:
             waiting = _WAITING.pop((info.st_dev, info.st_ino), None)
         if waiting is not None:
             return waiting
-        if not stat.S_ISREG(info.st_mode) or info.st_size < HASH_AHEAD_MIN_BYTES:
+        if not _worth_hashing_ahead(info):
             return None
         try:
             return cls(os.dup(fd))
