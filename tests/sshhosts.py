@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deadlines import WATCHDOG_FLOOR_S
+
 SAMPLES = Path(__file__).parent / "data" / "collect" / "samples"
 B200_XML = SAMPLES / "nvidia-smi-xml" / "b200-x8-580.105.08.xml"
 TOPO = SAMPLES / "nvidia-smi-text" / "topo-m-a100-x8-nv12-17nic.txt"
@@ -194,7 +196,7 @@ class SshHosts:
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
 
-    def _wait(self, host: Host, seconds: float = 10.0) -> None:
+    def _wait(self, host: Host, seconds: float = WATCHDOG_FLOOR_S) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if host.process is not None and host.process.poll() is not None:

@@ -464,6 +464,7 @@ def _run_next(step: dict[str, Any], **env: str) -> Result:
     return run_cli(*words[1:], env=env)
 
 
+@pytest.mark.slow
 def test_case_show_walks_the_runbook_over_a_case_of_every_artifact(
     tmp_path: Path, kb: KnowledgeBase
 ) -> None:

@@ -27,6 +27,7 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_exit_0_and_the_default_case_folder(tmp_path: Path) -> None:
     done = _run("diagnose", str(EXAMPLE_LOG), "--format", "json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -12,10 +12,10 @@ import re
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
+from deadlines import ends_in_time
 from fakehost import DECOYS, FakeHost, replay_kimi_k3_node
 
 from vllm_triage.bundle.read import open_bundle
@@ -123,6 +123,7 @@ def _every_byte(case: Path) -> bytes:
     return b"\n".join(chunks)
 
 
+@pytest.mark.slow
 def test_k3_bundle_goes_to_driver_too_old(k3_host: FakeHost, tmp_path: Path) -> None:
     case = tmp_path / "triage"
     result = collect(_k3_options(k3_host, tmp_path, case=case), runner=k3_host.runner())
@@ -166,6 +167,7 @@ def test_k3_bundle_goes_to_driver_too_old(k3_host: FakeHost, tmp_path: Path) -> 
     assert diagnose(DiagnoseOptions(bundle=case)).primary.cause == "driver_too_old"
 
 
+@pytest.mark.slow
 def test_no_planted_secret_survives_anywhere(k3_host: FakeHost, tmp_path: Path) -> None:
     case = tmp_path / "triage"
     result = collect(_k3_options(k3_host, tmp_path, case=case), runner=k3_host.runner())
@@ -238,16 +240,15 @@ def test_image_probe_reads_torch_cuda(k3_host: FakeHost, tmp_path: Path) -> None
         )
 
 
+@pytest.mark.slow
 def test_a_hanging_probe_is_cut_at_its_timeout(k3_host: FakeHost, tmp_path: Path) -> None:
     k3_host.reply("nvidia-smi -q -x", behaviour="hang")
     (k3_host.root / "proc" / "driver" / "nvidia" / "version").unlink()
-    started = time.monotonic()
-    result = collect(
-        _k3_options(k3_host, tmp_path, timeout=1.5, case=tmp_path / "t"),
-        runner=k3_host.runner(),
-    )
-    elapsed = time.monotonic() - started
-    assert elapsed < 1.5 + 4.0, "the bundle waits for the timeout, not for the hanging command"
+    with ends_in_time(1.5, "a collect with nvidia-smi hanging forever"):
+        result = collect(
+            _k3_options(k3_host, tmp_path, timeout=1.5, case=tmp_path / "t"),
+            runner=k3_host.runner(),
+        )
     gpu = next(p for p in result.manifest.probes if p.name == "gpu")
     assert gpu.status == "timed_out" and "did not finish within" in (gpu.reason or "")
     others = {p.name: p.status for p in result.manifest.probes if p.name != "gpu"}
@@ -256,6 +257,7 @@ def test_a_hanging_probe_is_cut_at_its_timeout(k3_host: FakeHost, tmp_path: Path
         assert bundle.facts.container is not None and bundle.logs and bundle.facts.gpu is None
 
 
+@pytest.mark.slow
 def test_a_hanging_command_leaves_what_the_kernel_module_says(
     k3_host: FakeHost, tmp_path: Path
 ) -> None:
@@ -473,6 +475,7 @@ def test_raw_outputs_do_not_outlive_the_collect(k3_host: FakeHost, tmp_path: Pat
     ],
     ids=["garbage", "wrong-shapes", "deep"],
 )
+@pytest.mark.slow
 def test_a_bad_inspect_fails_the_container_probe_alone(
     k3_host: FakeHost, tmp_path: Path, inspect: dict[str, str]
 ) -> None:
@@ -496,23 +499,23 @@ def test_a_bad_inspect_fails_the_container_probe_alone(
 
 
 @pytest.mark.parametrize("behaviour", ["flood", "flood_forever"])
+@pytest.mark.slow
 def test_the_whole_run_ends_near_the_timeout_whatever_the_log_prints(
     k3_host: FakeHost, tmp_path: Path, behaviour: str
 ) -> None:
     """The CLI, as a user runs it, against a `docker logs` that prints 300 MB quickly or never
-    ends: the whole run (probes, redaction, archive) ends within --timeout plus the margin."""
+    ends: the whole run (probes, redaction, archive) ends, with the log capped (how near
+    --timeout it ends is bench/bench_collect.py's measure)."""
     k3_host.reply("docker logs --timestamps vllm-k3", behaviour=behaviour, size=300 << 20)
     timeout, case = 2.0, tmp_path / "t"
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "vllm_triage", "collect", "--container", "vllm-k3",
-         "--host-root", str(k3_host.root), "--case", str(case), "--timeout", str(timeout),
-         "--format", "json"],
-        env=dict(os.environ, PATH=str(k3_host.bin)), capture_output=True, check=False,
-    )  # fmt: skip
-    elapsed = time.monotonic() - started
+    with ends_in_time(timeout + MARGIN_SECONDS, f"a collect against a log that does {behaviour}"):
+        done = subprocess.run(
+            [sys.executable, "-m", "vllm_triage", "collect", "--container", "vllm-k3",
+             "--host-root", str(k3_host.root), "--case", str(case), "--timeout", str(timeout),
+             "--format", "json"],
+            env=dict(os.environ, PATH=str(k3_host.bin)), capture_output=True, check=False,
+        )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert elapsed < timeout + MARGIN_SECONDS, elapsed
     assert not k3_host.alive()
     manifest = json.loads(done.stdout)
     entry = next(f for f in manifest["files"] if f["path"] == "logs/container.log")
@@ -535,6 +538,7 @@ def test_the_whole_run_ends_near_the_timeout_whatever_the_log_prints(
         assert not bundle.problems
 
 
+@pytest.mark.slow
 def test_redaction_stops_at_the_deadline_with_a_note_never_in_clear(
     k3_host: FakeHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -551,6 +555,7 @@ def test_redaction_stops_at_the_deadline_with_a_note_never_in_clear(
     assert BEARER.encode() not in _every_byte(tmp_path / "t")
 
 
+@pytest.mark.slow
 def test_a_log_of_one_huge_line_is_redacted_in_bounded_memory(tmp_path: Path) -> None:
     """A single 300 MB line: the bundle keeps its head and tail, redacted at both ends, and the
     collect process stays far below the line's size in memory."""
@@ -587,6 +592,7 @@ def test_a_log_of_one_huge_line_is_redacted_in_bounded_memory(tmp_path: Path) ->
     assert b"bytes left out here" in written and len(written) < DEFAULT_OUTPUT_CAP + 4096
 
 
+@pytest.mark.slow
 def test_a_huge_inspect_keeps_the_bundle_readable(k3_host: FakeHost, tmp_path: Path) -> None:
     """An inspect just under the JSON cap, all labels, env and command: facts.json is bounded
     (a reader refuses facts of more than a few MiB), the raw inspect is kept whole."""

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cli import Result, run_cli
 from fakehost import FakeHost
 
@@ -18,6 +19,7 @@ def _cli(*args: str, path: str | None = None, stdin: str = "") -> Result:
     return run_cli(*args, input=stdin, env={"PATH": path} if path is not None else None)
 
 
+@pytest.mark.slow
 def test_collect_on_the_h200_replay_prints_probes_and_writes_a_bundle(tmp_path: Path) -> None:
     host = FakeHost(tmp_path / "host").install()
     host.reply("nvidia-smi -q -x", stdout_file=H200 / "nvidia-smi-q-x.xml")
@@ -84,6 +86,7 @@ def test_collect_bad_input_is_one_line(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_or_a_device_is_refused_not_waited_on(tmp_path: Path) -> None:
     """As a process: a FIFO opened by mistake would block it for good."""
     fifo = tmp_path / "pipe.log"

@@ -222,6 +222,7 @@ def _without_source(
     return dataclasses.replace(kb, signatures=signatures)
 
 
+@pytest.mark.slow
 def test_corpus_leave_one_source_out(tmp_path: Path, capsys, knowledge) -> None:
     rows = _rows(CORPUS)
     messages = _messages(rows)

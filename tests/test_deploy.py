@@ -334,6 +334,7 @@ def test_the_wrapper_passes_every_argument_through_unevaluated(tmp_path: Path) -
     assert done.returncode == 0 and calls[-1]["argv"] == ["run", "img", "line\nbreak", "tab\there"]
 
 
+@pytest.mark.slow
 def test_the_wrapper_derives_shm_and_user_from_the_docker_arguments(tmp_path: Path) -> None:
     def preflight_args(*docker: str, given: tuple[str, ...] = ("--image", "x")) -> list[str]:
         done, calls = _wrapper(tmp_path, *given, "--", *docker)
@@ -367,6 +368,7 @@ def test_the_wrapper_exits_with_dockers_status_and_refuses_bad_usage(tmp_path: P
         assert done.returncode == 2 and calls == [] and done.stderr.startswith("usage:")
 
 
+@pytest.mark.slow
 def test_the_wrapper_with_the_real_preflight(tmp_path: Path) -> None:
     """The real vllm-triage (this environment's) between the wrapper and a fake docker: the K3
     launch given as docker arguments is read through the wrapper's quoting."""

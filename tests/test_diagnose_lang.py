@@ -184,6 +184,7 @@ def _edit_a_summary(data: Path, new: str) -> str:
     raise AssertionError("no signature summary on one line")
 
 
+@pytest.mark.slow
 def test_knowledge_check_fails_on_a_text_without_translations(data: Path) -> None:
     assert translation_problems(load_knowledge(data)) == []
     where = _edit_a_summary(data, "A summary no translator has seen yet.")
@@ -197,6 +198,7 @@ def test_knowledge_check_fails_on_a_text_without_translations(data: Path) -> Non
         assert "'A summary no translator has seen yet.'" in problem
 
 
+@pytest.mark.slow
 def test_knowledge_check_fails_when_a_translation_has_other_fields(
     data: Path, tmp_path: Path
 ) -> None:

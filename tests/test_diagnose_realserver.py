@@ -5,8 +5,9 @@ killed half-way is not.
 One server of this module's own (its log must end with our SIGTERM) serves a few requests, some
 of which it refuses (tools without a tool parser, an image for a text-only model, an unknown
 model); its log is diagnosed while it runs and again after the stop. A second start is stopped
-with SIGTERM as soon as it begins to load the weights. These tests carry the `realserver` marker
-(conftest adds it for the `tiny_llama` fixture).
+with SIGTERM once it has begun to load the weights; its weights file is a named pipe that nobody
+writes, so that start cannot get past loading however fast the machine is. These tests carry the
+`realserver` marker (conftest adds it for the `tiny_llama` fixture).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from vllm_triage.models import Diagnosis
 
 HALF_WAY_MARK = "Starting to load model"
 HALF_WAY_TIMEOUT_S = 240.0
+ACCESS_LOG_TIMEOUT_S = 60.0
+CHAT_ACCESS = '"POST /v1/chat/completions HTTP/1.1"'
+HEALTH_ACCESS = '"GET /health HTTP/1.1"'
 WEATHER_TOOL = {
     "type": "function",
     "function": {
@@ -45,6 +49,19 @@ class Run:
     refused: Path  # after refused requests, still running
     stopped: Path  # after SIGTERM
     refused_count: int
+
+
+def _access_lines(log: Path, request: str) -> int:
+    return log.read_text(errors="replace").count(request)
+
+
+def _wait_for_access_lines(log: Path, request: str, count: int) -> None:
+    """Until the server's access log holds `count` lines of `request`: uvicorn writes each one
+    after its response has gone out."""
+    deadline = time.monotonic() + ACCESS_LOG_TIMEOUT_S  # a failure detector, not a measure
+    while _access_lines(log, request) < count:
+        assert time.monotonic() < deadline, realserver.log_tail(log)
+        time.sleep(0.05)
 
 
 def _snapshot(log: Path, target: Path) -> Path:
@@ -68,10 +85,12 @@ def run(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     folder = tmp_path_factory.mktemp("diagnose-realserver")
     with realserver.serve(tiny_llama, name="diagnose_realserver", log_dir=folder) as server:
         with server.client(timeout=120.0) as client:
+            chats = _access_lines(server.log_path, CHAT_ACCESS)
             for _ in range(2):
                 assert _chat(client).status_code == 200
             assert client.get("/health").status_code == 200
-            time.sleep(0.5)  # the access log line is written after the response
+            _wait_for_access_lines(server.log_path, CHAT_ACCESS, chats + 2)
+            _wait_for_access_lines(server.log_path, HEALTH_ACCESS, 1)
             healthy = _snapshot(server.log_path, folder / "healthy.log")
             refused = [
                 _chat(client, tools=[WEATHER_TOOL], tool_choice="auto"),
@@ -94,7 +113,7 @@ def run(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
             ]
             assert [r.status_code // 100 for r in refused] == [4, 4, 4]
             assert _chat(client).status_code == 200
-            time.sleep(0.5)
+            _wait_for_access_lines(server.log_path, CHAT_ACCESS, chats + 2 + len(refused) + 1)
             refused_log = _snapshot(server.log_path, folder / "refused.log")
         log_path = server.log_path
     stopped = _snapshot(log_path, folder / "stopped.log")
@@ -140,12 +159,25 @@ def test_a_server_stopped_with_sigterm_is_no_failure_with_when(run: Run) -> None
     assert all(m.outcome != "primary" for m in result.decision)
 
 
-def _start_and_kill_half_way(tiny_llama: Path, log_path: Path) -> None:
-    """Start `vllm serve` and stop it with SIGTERM once it begins to load the weights."""
+def _model_that_blocks_at_its_weights(model: Path, folder: Path) -> Path:
+    """The model's files linked into `folder`, each weights file a named pipe instead: opening it
+    to load the weights waits for a writer, and none comes."""
+    folder.mkdir()
+    for source in model.iterdir():
+        if source.suffix == ".safetensors":
+            os.mkfifo(folder / source.name)
+        else:
+            (folder / source.name).symlink_to(source.resolve())
+    return folder
+
+
+def _start_and_kill_half_way(model: Path, log_path: Path) -> None:
+    """Start `vllm serve` and stop it with SIGTERM once it has begun to load the weights."""
     python = realserver.vllm_python()
     assert python is not None
     argv = [
-        str(realserver.vllm_command(python)), "serve", str(tiny_llama),
+        str(realserver.vllm_command(python)), "serve", str(model),
+        "--served-model-name", realserver.SERVED_MODEL_NAME,
         "--host", "127.0.0.1", "--port", str(realserver.free_port()),
         "--max-model-len", str(realserver.MAX_MODEL_LEN), "--enforce-eager",
     ]  # fmt: skip
@@ -166,6 +198,7 @@ def _start_and_kill_half_way(tiny_llama: Path, log_path: Path) -> None:
             preexec_fn=realserver._die_with_parent,
         )
     try:
+        # a failure detector, not a measure: the mark comes within seconds of the start
         deadline = time.monotonic() + HALF_WAY_TIMEOUT_S
         while HALF_WAY_MARK not in log_path.read_text(errors="replace"):
             assert proc.poll() is None, realserver.log_tail(log_path)
@@ -177,12 +210,16 @@ def _start_and_kill_half_way(tiny_llama: Path, log_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def killed_half_way(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    log = tmp_path_factory.mktemp("diagnose-half-way") / "half-way.log"
-    _start_and_kill_half_way(tiny_llama, log)
+    folder = tmp_path_factory.mktemp("diagnose-half-way")
+    model = _model_that_blocks_at_its_weights(tiny_llama, folder / "model")
+    log = folder / "half-way.log"
+    _start_and_kill_half_way(model, log)
     yield log
 
 
 def test_a_start_killed_half_way_is_not_no_failure(killed_half_way: Path) -> None:
+    text = killed_half_way.read_text(errors="replace")
+    assert HALF_WAY_MARK in text and "Application startup complete" not in text
     result = _diagnose(killed_half_way)
     assert result.primary.cause != "no_failure"
     assert result.serving is not None and not result.serving.started

@@ -193,6 +193,7 @@ def test_job_manifests_load_into_the_client_models() -> None:
         load_model(manifest)
 
 
+@pytest.mark.slow
 def test_kube_jobs_gather_logs_and_report_each_failure(tmp_path: Path) -> None:
     go = _envelope("preflight", "--image-config", str(K3_CONFIG), "--driver", "580.95.05", "--gpu", "NVIDIA B200", "--shm-size", "64g")  # fmt: skip
     no_go = _envelope("preflight", "--image-config", str(K3_CONFIG), "--driver", "575.57.08", "--gpu", "NVIDIA B200")  # fmt: skip
@@ -244,6 +245,7 @@ def test_kube_jobs_gather_logs_and_report_each_failure(tmp_path: Path) -> None:
     assert (tmp_path / "case" / hosts["node-a"].files[0]).is_file()
 
 
+@pytest.mark.slow
 def test_kube_collect_brings_the_bundle_back_from_the_log(tmp_path: Path) -> None:
     envelope = _envelope("collect", "--timeout", "5")
     replay = Replay(jobs_by_node={"node-a": JobScript(log=envelope)})
@@ -266,6 +268,7 @@ def test_kube_collect_brings_the_bundle_back_from_the_log(tmp_path: Path) -> Non
         assert any(name.endswith("manifest.json") for name in archive.getnames())
 
 
+@pytest.mark.slow
 def test_kube_forbidden_job_creation_is_one_line(tmp_path: Path) -> None:
     replay = Replay(forbid={"jobs"})
     with replay, pytest.raises(InputError) as caught:

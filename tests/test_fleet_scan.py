@@ -9,7 +9,6 @@ client against tests/kubereplay.py, a local HTTP server that answers in the API'
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import orjson
@@ -55,19 +54,14 @@ def write_nodes(path: Path, items: list[dict[str, object]]) -> Path:
 # --- the 10,000-node NodeList -----------------------------------------------------------------
 
 
-def test_a_10000_node_list_is_classified_right_in_under_3_seconds(
-    kb: KnowledgeBase, tmp_path: Path
-) -> None:
+@pytest.mark.slow
+def test_a_10000_node_list_is_classified_right(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """Every node of a recorded-shape NodeList; bench/bench_fleet.py measures how fast."""
     fleet = make_fleet(10_000)
     path = tmp_path / "nodes.json"
     path.write_bytes(orjson.dumps(fleet.document, option=orjson.OPT_INDENT_2))
     assert path.stat().st_size > 80 * 1024**2  # the real shape: about 12 KB a node
-    timings = []
-    for _ in range(2):  # the best of two: this machine is shared with other work
-        started = time.perf_counter()
-        result = scan(kb, nodes=path)
-        timings.append(time.perf_counter() - started)
-    assert min(timings) < 3.0, f"10,000 nodes took {timings} s"
+    result = scan(kb, nodes=path)
     nodes = by_name(result)
     assert len(nodes) == len(fleet.expected) == 10_000 - fleet.cpu_nodes
     wrong = [
@@ -365,6 +359,7 @@ def _replay_fleet(count: int) -> tuple[Replay, dict[str, tuple[str, str | None]]
     return replay, fleet.expected
 
 
+@pytest.mark.slow
 def test_kube_pages_through_limit_and_continue(kb: KnowledgeBase, tmp_path: Path) -> None:
     replay, expected = _replay_fleet(230)
     with replay:
@@ -380,6 +375,7 @@ def test_kube_pages_through_limit_and_continue(kb: KnowledgeBase, tmp_path: Path
     assert result.source == "Kubernetes (current context)"
 
 
+@pytest.mark.slow
 def test_kube_expired_continue_restarts_the_list_once(kb: KnowledgeBase, tmp_path: Path) -> None:
     replay, expected = _replay_fleet(120)
     replay.expire_continues = 1
@@ -391,6 +387,7 @@ def test_kube_expired_continue_restarts_the_list_once(kb: KnowledgeBase, tmp_pat
     assert len(result.nodes) == len(expected)  # no node twice, none missing
 
 
+@pytest.mark.slow
 def test_kube_expired_twice_is_one_clear_line(kb: KnowledgeBase, tmp_path: Path) -> None:
     replay, _ = _replay_fleet(120)
     replay.expire_continues = 2
@@ -401,6 +398,7 @@ def test_kube_expired_twice_is_one_clear_line(kb: KnowledgeBase, tmp_path: Path)
     assert "--page-size" in message and "\n" not in message
 
 
+@pytest.mark.slow
 def test_kube_forbidden_nodes_is_one_line_and_forbidden_pods_a_note(
     kb: KnowledgeBase, tmp_path: Path
 ) -> None:
@@ -439,6 +437,7 @@ def test_kube_without_any_configuration(
         scan(kb, kube=True)
 
 
+@pytest.mark.slow
 def test_kube_unreachable_and_bad_context(kb: KnowledgeBase, tmp_path: Path) -> None:
     replay = Replay()
     with replay:

@@ -8,13 +8,13 @@ import hashlib
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from cli import run_cli
+from deadlines import wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +42,7 @@ def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     early=st.booleans(),
     pieces_ahead=st.integers(0, 40),
 )
+@pytest.mark.slow
 def test_the_digest_is_the_bytes_read_whatever_the_interleaving(
     small_pieces: None,
     tmp_path_factory: pytest.TempPathFactory,
@@ -103,10 +104,10 @@ def _opened_at_the_end(opened: threading.Event) -> Iterator[None]:
 
 
 def _wait_until_hashed(reader: Fingerprint, size: int) -> None:
-    deadline = time.monotonic() + 10
-    while reader._ahead is not None and reader._ahead.frontier < size:
-        assert time.monotonic() < deadline, "the helper did not hash the file"
-        time.sleep(0.01)
+    wait_for(
+        lambda: reader._ahead is None or reader._ahead.frontier >= size,
+        "the helper did not hash the file",
+    )
 
 
 def test_a_file_that_grows_is_hashed_as_far_as_it_is_read(small_pieces: None, tmp_path: Path):

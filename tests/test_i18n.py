@@ -55,6 +55,7 @@ CATALOGS = [(domain, language) for domain in DOMAINS for language in TRANSLATED]
 
 
 @pytest.mark.parametrize(("domain", "language"), CATALOGS)
+@pytest.mark.slow
 def test_every_message_is_translated_with_the_same_fields(domain: str, language: str):
     messages = _messages(domain)
     po = _po(domain, language)

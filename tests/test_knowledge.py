@@ -179,6 +179,7 @@ def test_malformed_prefix_shapes_are_refused(data_copy, old, new, message):
         load_knowledge(data_copy)
 
 
+@pytest.mark.slow
 def test_cli_knowledge_check_and_show():
     def run(*args: str) -> Result:
         return run_cli("knowledge", *args)
@@ -301,6 +302,7 @@ def test_validate_profile_needs_a_known_recipe_profile(tmp_path: Path):
     )
 
 
+@pytest.mark.slow
 def test_validate_same_prefix_on_the_decode_side(tmp_path: Path):
     launch = tmp_path / "launch.sh"
     launch.write_text("vllm serve moonshotai/Kimi-K3 --no-enable-prefix-caching\n")

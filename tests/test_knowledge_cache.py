@@ -96,6 +96,7 @@ def test_a_broken_edit_is_an_error_whatever_the_cache_holds(cache_home: Path, da
     ],
     ids=["truncated", "garbage", "foreign header"],
 )
+@pytest.mark.slow
 def test_a_damaged_cache_is_rebuilt(cache_home: Path, data: Path, damage) -> None:
     build = Counting()
     load_cached(data, build, KnowledgeBase)
@@ -134,6 +135,7 @@ def test_a_cache_whose_key_does_not_match_is_never_unpickled(
 
 
 @pytest.mark.parametrize("target", ["folder", "file"])
+@pytest.mark.slow
 def test_a_cache_others_may_write_is_not_trusted(
     cache_home: Path, data: Path, tmp_path: Path, target: str
 ) -> None:
@@ -173,6 +175,7 @@ def test_a_cache_folder_that_cannot_be_made_means_validating(
     assert build.calls == 2
 
 
+@pytest.mark.slow
 def test_a_command_start_reads_no_knowledge_file_from_a_warm_cache(tmp_path: Path) -> None:
     """In a fresh process with a warm cache, the packaged knowledge loads without reading YAML,
     compiling RE2 or validating (unpickling skips the classes' checks, which compile every pattern

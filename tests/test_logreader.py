@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
+from deadlines import ends_in_time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -426,17 +426,17 @@ def test_long_line_with_marker_at_start_is_yielded_cut(monkeypatch: pytest.Monke
         assert scanner.lines_read == 3
 
 
-def _scan_file_measured(path: Path) -> tuple[list[tuple[int, int]], int, int, float]:
+def _scan_file_measured(path: Path) -> tuple[list[tuple[int, int]], int, int]:
+    """(candidates, lines read, peak traced memory); a scan that is not linear never ends."""
     tracemalloc.start()
-    started = time.monotonic()
     try:
-        with path.open("rb") as stream:
+        with path.open("rb") as stream, ends_in_time(what=f"a scan of {path.name}"):
             scanner = LogScanner(stream, Prefilter({"m": [MARK]}))
             found = [(n, len(raw)) for n, raw in scanner.candidates()]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    return found, scanner.lines_read, peak, time.monotonic() - started
+    return found, scanner.lines_read, peak
 
 
 @pytest.mark.parametrize("block", [None, MB])
@@ -452,12 +452,11 @@ def test_50mb_single_line_without_newline(
         chunk = b"q" * MB
         for _ in range(size // MB):
             stream.write(chunk)
-    found, lines, peak, elapsed = _scan_file_measured(path)
+    found, lines, peak = _scan_file_measured(path)
     assert found == [(1, logreader.MAX_LINE_BYTES)]
     assert lines == 1
     assert peak < 4 * logreader.BLOCK_SIZE + 4 * logreader.MAX_LINE_BYTES
     assert peak < size // 2
-    assert elapsed < 10
 
 
 def test_50mb_line_between_normal_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -469,7 +468,7 @@ def test_50mb_line_between_normal_lines(tmp_path: Path, monkeypatch: pytest.Monk
         for _ in range(50):
             stream.write(chunk.replace(b"MARK9", b"mark9"))
         stream.write(b"\nplain three\nMARK2 four\n")
-    found, lines, peak, _ = _scan_file_measured(path)
+    found, lines, peak = _scan_file_measured(path)
     assert found == [(1, 9), (4, 10)]
     assert lines == 4
     assert peak < 8 * MB
@@ -506,6 +505,7 @@ _line = st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.binary(max_size=12)),
     trailing_newline=st.booleans(),
     block=st.integers(min_value=1, max_value=96),
 )
+@pytest.mark.slow
 def test_scanner_matches_naive_reference(
     lines: list[bytes], trailing_newline: bool, block: int
 ) -> None:

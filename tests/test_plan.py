@@ -529,6 +529,7 @@ def test_json_contract_and_the_case_files(diagnoses: dict[str, Path], tmp_path: 
     assert json.loads(earlier.read_text()) == document, "the first plan is kept whole"
 
 
+@pytest.mark.slow
 def test_a_case_from_a_collected_bundle(tmp_path: Path) -> None:
     """collect on the replayed Kimi K3 node, diagnose, plan: the plan reads the case's diagnosis
     and newest bundle (driver, GPUs, image CUDA) and fills the baseline from it."""

@@ -28,6 +28,7 @@ def _load_runner() -> ModuleType:
 readme_examples = _load_runner()
 
 
+@pytest.mark.slow
 def test_every_console_example_is_the_real_output() -> None:
     mismatches = readme_examples.check()
     assert not mismatches, (
@@ -107,6 +108,7 @@ def test_a_node_marker_for_a_driver_without_a_capture_is_named() -> None:
     assert str(error.value).startswith("README.md:1: ") and "590.44.01" in str(error.value)
 
 
+@pytest.mark.slow
 def test_every_documented_flag_exists() -> None:
     assert readme_examples.flag_problems() == []
 

@@ -162,6 +162,7 @@ def _sections(page: str) -> dict[str, str]:
 # --- the page -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_page_shows_the_whole_case(case: Path) -> None:
     page, parsed = _report(case, "--lang", "en")
     assert ("html", {"lang": "en"}) in parsed.tags

@@ -27,6 +27,8 @@ from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.report.pdf import BROWSERS
 from vllm_triage.report.texts import MESSAGES, SECTIONS
 
+pytestmark = pytest.mark.browser
+
 REPO = Path(__file__).parent.parent
 ARTIFACTS = REPO / ".cache" / "test-artifacts"
 ENV_REQUIRE = "VLLM_TRIAGE_REQUIRE_BROWSER"

@@ -301,6 +301,7 @@ def test_long_lines_are_seen_through_their_first_max_line_bytes(
     engine=st.sampled_from(ENGINES),
     switching=st.booleans(),
 )
+@pytest.mark.slow
 def test_property_scanner_equals_reference(
     lines: list[bytes], trailing: bool, block: int, engine: str, switching: bool
 ) -> None:
@@ -503,6 +504,7 @@ def test_byte_superset_refuses_what_it_does_not_know(pattern: str) -> None:
     text=st.lists(st.sampled_from([*_FRAGMENTS, b"\n", b"-", b"|"]), max_size=12).map(b"".join),
     key=st.sampled_from(sorted(TRICKY_GROUPS)),
 )
+@pytest.mark.slow
 def test_hyperscan_proposes_every_line_re2_matches(text: bytes, key: str) -> None:
     for pattern in TRICKY_GROUPS[key]:
         finder = FastFinder.compile({0: _json_tolerant(pattern)})
@@ -625,8 +627,8 @@ def test_stopping_early_stops_the_read_ahead_threads(monkeypatch: pytest.MonkeyP
 def test_a_large_log_is_read_in_bounded_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Threads read ahead at most a few blocks: 48 MiB through 1 MiB blocks stays under 8 MiB of
-    Python allocations."""
+    """Threads read ahead at most a few blocks: 48 MiB through 1 MiB blocks stays within what
+    the design promises (`_streaming_bound`), far below the file's size."""
     monkeypatch.setattr(logreader, "BLOCK_SIZE", 1 << 20)
     monkeypatch.setattr(logreader, "PARALLEL_MIN_BYTES", 1 << 20)
     path = tmp_path / "big.log"
@@ -635,6 +637,12 @@ def test_a_large_log_is_read_in_bounded_memory(
         for _ in range(48):
             stream.write(chunk)
         stream.write(b"MARK7 at the end\n")
+    # What a first large scan pays once (numpy's and Hyperscan's imports, Hyperscan's database)
+    # is not streaming: a scan of a few blocks pays it before memory is traced.
+    warm_up = tmp_path / "warm-up.log"
+    warm_up.write_bytes(chunk * 3)
+    with warm_up.open("rb") as stream:
+        list(LogScanner(stream, Prefilter({"q": ["MARK[0-9]"]})).candidates())
     tracemalloc.start()
     try:
         with path.open("rb") as stream:
@@ -645,7 +653,26 @@ def test_a_large_log_is_read_in_bounded_memory(
         tracemalloc.stop()
     assert found == [(48 * 16_000 + 1, b"MARK7 at the end")]
     assert scanner.lines_read == 48 * 16_000 + 1
-    assert peak < 8 << 20
+    bound = _streaming_bound(1 << 20)
+    assert bound < path.stat().st_size // 4  # a reader that stops streaming cannot pass
+    assert peak < bound, f"peak {peak:,} bytes against a bound of {bound:,}"
+
+
+# What the interpreter's and the libraries' own structures may add to the blocks in flight (seen:
+# about 20 KB over eight 1 MiB blocks on CPython 3.11). A reader that stopped streaming (48 blocks)
+# or queued twice as deep as AHEAD_DEPTH would exceed the bound.
+_ALLOWANCE_BYTES = 512 << 10
+
+
+def _streaming_bound(block: int) -> int:
+    """Peak traced memory that streaming through `block`-sized reads may reach: the blocks queued
+    ahead (AHEAD_DEPTH), one held by the reading thread while it waits to queue it, one being
+    read and one being searched; a temporary of one block for each of the two threads that count
+    lines (numpy's comparison); a line carried over between blocks; and an allowance."""
+    blocks_in_flight = logreader.AHEAD_DEPTH + 3
+    counting_temporaries = 2
+    carried_line = logreader.MAX_LINE_BYTES
+    return (blocks_in_flight + counting_temporaries) * block + carried_line + _ALLOWANCE_BYTES
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def test_info_lines_are_not_errors(kb):
 
 
 @pytest.mark.skipif(shutil.which("grep") is None, reason="grep not installed")
+@pytest.mark.slow
 def test_grep_reads_the_patterns_as_python_does(tmp_path: Path, kb):
     """The benchmark compares against grep -E -f: the patterns must mean the same there."""
     patterns = tmp_path / "patterns.txt"

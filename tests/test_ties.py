@@ -92,6 +92,7 @@ def test_the_packaged_data_and_code_agree(kb: KnowledgeBase) -> None:
     assert check_knowledge(kb) == []
 
 
+@pytest.mark.slow
 def test_an_unimplemented_fact_check_fails_the_check_not_diagnose(
     data: Path, tmp_path: Path
 ) -> None:
@@ -183,6 +184,7 @@ def test_an_empty_recipe_field_a_command_reads_fails_the_check(
     assert reader in problems[0]
 
 
+@pytest.mark.slow
 def test_a_prefix_fix_missing_or_unknown_fails_the_check_not_prefix_check(data: Path) -> None:
     _remove_item(data / "prefix_shapes.yaml", "history_changed")
     _edit(data / "prefix_shapes.yaml", "  - id: image_order_changed", "  - id: image_swapped")
@@ -268,6 +270,7 @@ def _recipe_reads(tree: ast.Module) -> set[str]:
     return {r for r in reads if not any(o.startswith(r + ".") for o in reads)}
 
 
+@pytest.mark.slow
 def test_every_recipe_field_the_code_reads_is_declared() -> None:
     found = {name: reads for name, tree in _modules() if (reads := _recipe_reads(tree))}
     del found["vllm_triage.ties"]  # the check itself: it names a recipe by its id
@@ -280,6 +283,7 @@ def test_every_recipe_field_the_code_reads_is_declared() -> None:
             assert any(field == r or field.startswith(r + ".") for r in reads), (module, field)
 
 
+@pytest.mark.slow
 def test_every_rule_id_the_code_names_is_declared() -> None:
     """A signature or fact-check id written in the code is one the knowledge check checks."""
     named = {
@@ -296,6 +300,7 @@ def test_every_rule_id_the_code_names_is_declared() -> None:
     }
 
 
+@pytest.mark.slow
 def test_every_milestone_the_code_names_is_declared() -> None:
     """A module constant `*_MILESTONE = "<id>"` is a milestone id the knowledge check checks."""
     named = {

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from cli import Result, run_cli
 from fakeserver import FakeServer
 
@@ -15,6 +16,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> Result:
     return run_cli("validate", *args, env=env)
 
 
+@pytest.mark.slow
 def test_json_contract_and_exit_0(tmp_path: Path) -> None:
     with FakeServer() as server:
         result = _cli(
@@ -51,6 +53,7 @@ def test_json_contract_and_exit_0(tmp_path: Path) -> None:
     assert summary["starts"] is None and summary["comparison"] is None
 
 
+@pytest.mark.slow
 def test_a_failing_rung_exits_1_and_prints_the_table(tmp_path: Path) -> None:
     with FakeServer("chat_500") as server:
         result = _cli(server.url, "--case", str(tmp_path))
@@ -61,6 +64,7 @@ def test_a_failing_rung_exits_1_and_prints_the_table(tmp_path: Path) -> None:
     assert "short_text" in result.stderr, "progress lines go to stderr as rungs finish"
 
 
+@pytest.mark.slow
 def test_markdown_is_a_ticket_ready_table_of_the_rungs(tmp_path: Path) -> None:
     with FakeServer("chat_500") as server:
         result = _cli(server.url, "--case", str(tmp_path), "--format", "markdown")
@@ -85,6 +89,7 @@ def test_unreachable_and_bad_input_exit_2(tmp_path: Path) -> None:
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_api_key_is_sent_and_never_written(tmp_path: Path) -> None:
     secret = "sk-validateSecret0123456789abcdef"
     with FakeServer() as server:
@@ -114,6 +119,7 @@ def _written(folder: Path, *streams: str) -> str:
     return "\n".join([*files, *streams])
 
 
+@pytest.mark.slow
 def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path: Path) -> None:
     user, password = "alice", 'S3cret"pa$$/wörd'
     userinfo = f"{quote(user, safe='')}:{quote(password, safe='')}@"

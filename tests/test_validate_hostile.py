@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import watchdog_s
 from peak_memory import run_measured
 
 from vllm_triage.validate import ValidateOptions, validate
@@ -27,8 +28,6 @@ from vllm_triage.validate.deadlines import DEFAULT_DEADLINES
 
 HOSTILE = Path(__file__).resolve().parent / "hostile.py"
 DEADLINE = 2.0
-# A rung may finish what it was doing after its last request hit the deadline (a few ms here).
-SLACK = 1.0
 RSS_LIMIT_MB = 300
 
 
@@ -79,9 +78,10 @@ def _cli(url: str, case: Path, limit_s: float = 60.0) -> Run:
 
 
 def _check_rungs(rungs: list[dict[str, Any]]) -> None:
-    """What holds for every case: each rung within its deadline, one-line reasons, no crash."""
+    """What holds for every case: each rung ends (its reason says which deadline fired), one-line
+    reasons, no crash."""
     for rung in rungs:
-        assert rung["duration_s"] <= DEADLINE + SLACK, rung
+        assert rung["duration_s"] < watchdog_s(DEADLINE), rung
         reason = rung["reason"] or ""
         assert "\n" not in reason and "internal error" not in reason, rung
 
@@ -125,6 +125,7 @@ def heavy_runs(hostile: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
 
 @pytest.mark.parametrize(("case", "rung", "reason"), HEAVY, ids=[c[0] for c in HEAVY])
+@pytest.mark.slow
 def test_the_command_holds_its_deadlines_and_memory(
     heavy_runs: dict[str, Run], case: str, rung: str | None, reason: str
 ) -> None:
@@ -143,9 +144,8 @@ def test_the_command_holds_its_deadlines_and_memory(
         failed = [r["name"] for r in rungs if r["status"] == "failed"]
         assert failed == [rung], rungs
         assert reason in by_name[rung]["reason"], by_name[rung]["reason"]
-    # At most one rung waits for its deadline; the rest is a few requests to a local server
-    # (the bound is loose: four cases run at once on a small machine).
-    assert run.wall_s < DEADLINE + 20, f"{run.wall_s:.1f} s"
+    # At most one rung waits for its deadline; the rest is a few requests to a local server.
+    assert run.wall_s < watchdog_s(DEADLINE), f"{run.wall_s:.1f} s"
     assert json.loads(run.summary_file.read_text()) == run.summary
 
 
@@ -222,6 +222,7 @@ def test_a_hostile_shape_is_a_format_error_of_its_rung(
         ("max_model_len_one", lambda rungs: rungs["target_context"].status == "skipped"),
     ],
 )
+@pytest.mark.slow
 def test_odd_but_usable_answers_are_used_honestly(
     hostile: str, tmp_path: Path, case: str, check: Any
 ) -> None:

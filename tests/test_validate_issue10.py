@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from cli import run_cli
+from deadlines import ends_in_time
 from fakeserver import FakeServer
 
 from vllm_triage.errors import InputError
@@ -79,6 +80,7 @@ def _written(folder: Path) -> str:
 # --- structured output and tools ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_structured_output_passes_when_the_server_enforces_the_schema(tmp_path: Path) -> None:
     with FakeServer() as server:
         result = validate(_options(server.url, tmp_path))
@@ -94,6 +96,7 @@ def test_structured_output_passes_when_the_server_enforces_the_schema(tmp_path: 
     assert names[-2:] == ["tool_calls", "structured_output"]
 
 
+@pytest.mark.slow
 def test_unenforced_answers_are_counted_as_format_errors(tmp_path: Path) -> None:
     """The fake answers in turn a JSON object that breaks the schema and text that is no JSON:
     json_schema counts both, json_object only the text (any object is what it promises)."""
@@ -113,6 +116,7 @@ def test_unenforced_answers_are_counted_as_format_errors(tmp_path: Path) -> None
     assert all(status == "passed" for name, (status, _) in rungs.items() if name in ("tool_calls",))
 
 
+@pytest.mark.slow
 def test_a_server_without_structured_output_fails_the_rung_with_its_words(tmp_path: Path) -> None:
     with FakeServer("no_structured_output") as server:
         result = validate(_options(server.url, tmp_path))
@@ -123,6 +127,7 @@ def test_a_server_without_structured_output_fails_the_rung_with_its_words(tmp_pa
     )
 
 
+@pytest.mark.slow
 def test_loose_tools_are_sent_without_strict_and_recorded(tmp_path: Path) -> None:
     with FakeServer() as strict_server:
         strict = validate(_options(strict_server.url, tmp_path))
@@ -137,6 +142,7 @@ def test_loose_tools_are_sent_without_strict_and_recorded(tmp_path: Path) -> Non
     assert summary["tool_calls"]["mode"] == "loose"
 
 
+@pytest.mark.slow
 def test_loose_tools_on_the_command_line(tmp_path: Path) -> None:
     with FakeServer() as server:
         result = run_cli(
@@ -151,21 +157,25 @@ def test_loose_tools_on_the_command_line(tmp_path: Path) -> None:
 # --- start stability ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_starts_are_timed_stopped_and_the_ladder_runs_on_the_last(tmp_path: Path) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     events: list[str] = []
+    started = time.monotonic()
     result = validate(
         _options(url, tmp_path / "case", start_cmd=_start_cmd(tmp_path, "ready", port), starts=2),
         notice=events.append,
     )
+    elapsed = time.monotonic() - started
     starts = result.run.starts
     assert starts is not None and starts.requested == 2 and starts.ready == 2
     assert [s.outcome for s in starts.starts] == ["ready", "ready"]
     assert len(starts.engine_init_s) == 2 and len(starts.ready_s) == 2
     for start in starts.starts:
         assert start.engine_init_s is not None and start.ready_s is not None
-        assert 0 < start.engine_init_s <= start.ready_s < 10
+        # seconds from the launch, each within the run that timed it
+        assert 0 < start.engine_init_s <= start.ready_s < elapsed
         # The knowledge's milestones, in the order vLLM reaches them.
         order = ["args", "engine_init", "load_start", "load_done", "graph_capture", "server_start"]
         assert [m for m in order if m in start.milestones] == order
@@ -186,6 +196,7 @@ def test_two_starts_are_timed_stopped_and_the_ladder_runs_on_the_last(tmp_path: 
     assert summary["starts"]["engine_init_s"] == starts.engine_init_s
 
 
+@pytest.mark.slow
 def test_a_failed_start_is_diagnosed_and_the_ladder_is_skipped(tmp_path: Path) -> None:
     port = _free_port()
     case = tmp_path / "case"
@@ -215,22 +226,23 @@ def test_a_failed_start_is_diagnosed_and_the_ladder_is_skipped(tmp_path: Path) -
     assert summary["passed"] is False
 
 
+@pytest.mark.slow
 def test_a_server_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
     port = _free_port()
-    started = time.monotonic()
-    result = validate(
-        _options(
-            f"http://127.0.0.1:{port}", tmp_path / "case",
-            start_cmd=_start_cmd(tmp_path, "ignore_term", port), starts=1, stop_grace_s=1.0,
-        )
-    )  # fmt: skip
+    with ends_in_time(1.0, "a stop of a server that ignores SIGTERM"):
+        result = validate(
+            _options(
+                f"http://127.0.0.1:{port}", tmp_path / "case",
+                start_cmd=_start_cmd(tmp_path, "ignore_term", port), starts=1, stop_grace_s=1.0,
+            )
+        )  # fmt: skip
     assert result.run.starts is not None
     (start,) = result.run.starts.starts
     assert start.outcome == "ready" and start.stopped_by == "sigkill"
     assert not _listening(port)
-    assert time.monotonic() - started < 120
 
 
+@pytest.mark.slow
 def test_a_start_that_never_answers_times_out_and_is_diagnosed(tmp_path: Path) -> None:
     port = _free_port()
     result = validate(
@@ -322,6 +334,7 @@ def test_help_says_the_node_must_be_isolated() -> None:
 # --- two endpoints --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_endpoints_compared_rung_by_rung(tmp_path: Path) -> None:
     with FakeServer() as first, FakeServer("schema_ignored", model="other-model") as second:
         result = validate(_options(first.url, tmp_path, compare_url=second.url, keep_going=True))
@@ -355,6 +368,7 @@ def test_two_endpoints_compared_rung_by_rung(tmp_path: Path) -> None:
     assert summary["comparison"]["rungs"][0]["name"] == "health"
 
 
+@pytest.mark.slow
 def test_compare_on_the_command_line_exits_1_when_one_side_fails(tmp_path: Path) -> None:
     key = "sk-firstEndpointKey0123456789"
     other_key = "sk-secondEndpointKey987654321"
@@ -389,6 +403,7 @@ def test_compare_on_the_command_line_exits_1_when_one_side_fails(tmp_path: Path)
     )
 
 
+@pytest.mark.slow
 def test_compare_keeps_the_long_prompt_as_long_as_the_first_side(tmp_path: Path) -> None:
     with FakeServer() as first, FakeServer() as second:
         second.state.max_model_len = 8192

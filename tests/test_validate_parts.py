@@ -121,6 +121,7 @@ def test_nccl_test_summary_lines() -> None:
     }
 
 
+@pytest.mark.slow
 def test_multi_node_rung(tmp_path: Path) -> None:
     log = tmp_path / "node1.log"
     log.write_text("NCCL WARN Net : Connect to 10.0.0.2<45123> failed : Connection refused\n")

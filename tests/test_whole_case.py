@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cli import Result, run_cli
 from fakehost import FakeHost
 from realserver import RealServer
@@ -31,6 +32,7 @@ def _json(result: Result) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.browser
 def test_collect_to_report_in_three_languages(tmp_path: Path, real_server: RealServer) -> None:
     host: FakeHost = _k3_node(tmp_path)
     case = tmp_path / "incident"
