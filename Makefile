@@ -92,11 +92,11 @@ unit: $(STAMP) $(VLLM_STAMP) system-deps
 test: lint typecheck unit
 
 # The inner loop: the tests that need no real part (vLLM server, browser, registry, sshd hosts)
-# and are not slow (large files, many processes), on both cores, a module per worker (under a
+# and are not slow (large files, many processes), on both cores (under a
 # minute here). The markers are declared in pyproject.toml; tests/conftest.py sets the parts' ones.
 QUICK_MARKERS := not (realserver or browser or registry or sshd or slow)
 quick: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "$(QUICK_MARKERS)"
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m "$(QUICK_MARKERS)"
 
 # Everything, as `make unit`, in a random order (pytest-randomly): a test that depends on another
 # one's leftovers fails here. The seed is printed; `make random SEED=N` repeats that order.

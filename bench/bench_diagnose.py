@@ -56,6 +56,12 @@ Usage::
 
     .venv/bin/python bench/bench_diagnose.py                 # 1100 MiB, temp dir, deleted
     .venv/bin/python bench/bench_diagnose.py --size-mb 200 --keep --workdir /tmp/b --no-fail
+    .venv/bin/python bench/bench_diagnose.py --dense     # the example log repeated to 1 GiB
+
+Dense mode (``--dense``): the log is the 34-line example (examples/kimi-k3-r575/vllm-serve.log,
+a match every few lines) repeated until it holds at least ``--size-mb`` MiB (default 1024 then);
+the expected cause is the example's, ``driver_too_old``, and the same targets apply against rg
+and grep on that file.
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ RATIO_TARGET = 2.0  # diagnose / grep
 RG_RATIO_TARGET = 1.5  # diagnose / rg
 RSS_TARGET_MB = 150.0
 EXPECTED_CAUSE = "oom_under_load"
+DENSE_EXPECTED_CAUSE = "driver_too_old"
+DENSE_DEFAULT_MIB = 1024
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_LOG = ROOT / "examples" / "kimi-k3-r575" / "vllm-serve.log"
 
@@ -459,6 +467,22 @@ def _failure_lines(when: dt.datetime) -> list[str]:
     return out
 
 
+def generate_dense_log(path: Path, size_bytes: int) -> LogStats:
+    """The example log repeated until the file holds at least `size_bytes` (whole copies)."""
+    example = STARTUP_LOG.read_bytes()
+    copies = -(-size_bytes // len(example))
+    chunk_copies = max(1, WRITE_CHUNK // len(example))
+    stats = LogStats()
+    with path.open("wb", buffering=0) as out:
+        while copies:
+            now = min(copies, chunk_copies)
+            out.write(example * now)
+            copies -= now
+            stats.size += now * len(example)
+            stats.lines += now * example.count(b"\n")
+    return stats
+
+
 def generate_log(
     path: Path, size_bytes: int, seed: int = 20261130, variants: int = 240
 ) -> LogStats:
@@ -610,7 +634,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Benchmark vllm-triage diagnose against rg -c -f and grep -c -E -f on a "
         "large vLLM log.",
     )
-    parser.add_argument("--size-mb", type=int, default=1100, help="log size in MiB (default 1100)")
+    parser.add_argument(
+        "--size-mb",
+        type=int,
+        help=f"log size in MiB (default 1100; {DENSE_DEFAULT_MIB} with --dense)",
+    )
+    parser.add_argument(
+        "--dense", action="store_true", help="the example log repeated: a match every few lines"
+    )
     parser.add_argument("--workdir", type=Path, help="where to write the log (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the generated log and patterns")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per tool (default 3)")
@@ -623,8 +654,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--grep-locale", default="C", help="LC_ALL for grep (default: C)")
     parser.add_argument("--log", type=Path, help="benchmark this existing log instead (kept)")
-    parser.add_argument("--expect", default=EXPECTED_CAUSE, help="expected primary cause")
+    parser.add_argument("--expect", help="expected primary cause (default: the planted one)")
     args = parser.parse_args(argv)
+    if args.size_mb is None:
+        args.size_mb = DENSE_DEFAULT_MIB if args.dense else 1100
+    if args.expect is None:
+        args.expect = DENSE_EXPECTED_CAUSE if args.dense else EXPECTED_CAUSE
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if args.size_mb < 1:
@@ -639,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     made_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="vllm-triage-bench-")) if made_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
-    log = args.log or workdir / "vllm-serve-large.log"
+    log = args.log or workdir / ("vllm-serve-dense.log" if args.dense else "vllm-serve-large.log")
     patterns = workdir / "patterns.txt"
     try:
         return _bench(args, triage, workdir, log, patterns)
@@ -657,7 +692,8 @@ def main(argv: list[str] | None = None) -> int:
 def _bench(args: argparse.Namespace, triage: str, workdir: Path, log: Path, patterns: Path) -> int:
     if args.log is None:
         start = time.perf_counter()
-        stats = generate_log(log, args.size_mb * MIB)
+        make = generate_dense_log if args.dense else generate_log
+        stats = make(log, args.size_mb * MIB)
         gen_s = time.perf_counter() - start
         print(
             f"generated {log} : {stats.size / MIB:.1f} MiB, {stats.lines:,} lines, "
@@ -728,7 +764,7 @@ def _bench(args: argparse.Namespace, triage: str, workdir: Path, log: Path, patt
     )
     if primary["cause"] != args.expect:
         _die(f"primary cause is {primary['cause']!r}, expected {args.expect!r}")
-    planted = args.log is None
+    planted = args.log is None and not args.dense
     if planted and "CUDA out of memory" not in json.dumps(primary["evidence"]):
         _die("the primary evidence does not show the planted OOM line")
 

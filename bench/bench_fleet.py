@@ -21,7 +21,17 @@ What is measured
 3. The command's JSON must classify every node as expected (status and minimum driver); anything
    else exits with status 2.
 
-Targets: the in-process scan under 3.0 s (the issue's figure); the ratio scan / jq is printed.
+4. Then, for each of ``--sizes`` (default 10,000, 100,000 and 1,000,000 nodes), a compact
+   NodeList (each node's name, the labels the scan reads in its label style, and its GPU
+   capacity: about 470 bytes a node, 450 MiB for a million, under the 512 MiB cap; the full
+   objects would be 12 GB) is written node by node, and ``jq length`` and the command run on
+   it, each through a small launcher that reports the child's own peak RSS (wait4). The
+   command's JSON is read back node by node and every node's classification checked.
+
+Targets: the in-process scan under 3.0 s (the issue's figure); the ratio scan / jq is printed;
+at every size the command's peak RSS under 500 MB (it streams: memory must not grow with the
+nodes, beyond a small record per node), and its time per node at the largest size within 2x
+of the smallest's (linear in nodes).
 Exit status: 0 targets met, 1 a target missed (unless --no-fail), 2 a command failed or a node
 was classified wrong.
 
@@ -29,6 +39,7 @@ Usage::
 
     .venv/bin/python bench/bench_fleet.py
     .venv/bin/python bench/bench_fleet.py --nodes 2000 --runs 1 --keep --workdir /tmp/bf
+    .venv/bin/python bench/bench_fleet.py --sizes 10000,100000 --runs 1
 """
 
 from __future__ import annotations
@@ -49,10 +60,104 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fleetnodes import NOW, make_fleet  # noqa: E402
+from fleetnodes import NOW, make_fleet, write_compact_fleet  # noqa: E402
 
 K3_CONFIG = ROOT / "tests" / "data" / "image-configs" / "vllm-openai-cu130.inspect.json"
 SCAN_TARGET_S = 3.0
+PEAK_TARGET_MB = 500.0
+LINEAR_TARGET = 2.0
+# Started by a tiny Python, the command's own ru_maxrss is its peak (a child forked from this
+# large process would inherit its high-water mark).
+_LAUNCHER = """
+import os, sys
+report, argv = sys.argv[1], sys.argv[2:]
+with open(argv.pop(0), "wb") as sink:
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(sink.fileno(), 1)
+        os.execv(argv[0], argv)
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as out:
+    out.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+"""
+
+
+def _measured(argv: list[str], output: Path, workdir: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one run, its stdout into `output`."""
+    report = workdir / "wait4"
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(report), str(output), *argv],
+        stderr=subprocess.PIPE,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    code, peak_kib = (int(value) for value in report.read_text().split())
+    if done.returncode != 0 or code != 0:
+        print(f"FAILED ({code}): {' '.join(argv)}\n{done.stderr.decode()[-2000:]}")
+        sys.exit(2)
+    return elapsed, peak_kib / 1024
+
+
+def _classified(output: Path) -> dict[str, tuple[str, str | None]]:
+    """Each node's (status, min driver) in the command's JSON, read node by node."""
+    import ijson
+
+    with output.open("rb") as stream:
+        return {
+            node["name"]: (node["status"], node["min_driver"])
+            for node in ijson.items(stream, "nodes.item")
+        }
+
+
+def _sizes(options: argparse.Namespace, tool: Path, jq: str, workdir: Path) -> bool:
+    """jq and the command on compact NodeLists of each size; True when the targets are met."""
+    rows = []
+    for size in options.sizes:
+        nodes = workdir / f"nodes-{size}.json"
+        expected = write_compact_fleet(nodes, size)
+        mib = nodes.stat().st_size / 2**20
+        nodes.read_bytes()  # the page cache
+        jq_runs = [_measured([jq, "length", str(nodes)], workdir / "jq.out", workdir)]
+        jq_runs += [
+            _measured([jq, "length", str(nodes)], workdir / "jq.out", workdir)
+            for _ in range(options.runs - 1)
+        ]
+        output = workdir / "scan.json"
+        cli = [str(tool), "fleet", "scan", "--nodes", str(nodes), "--image-config", str(K3_CONFIG)]
+        cli += ["--case", str(workdir / f"case-{size}"), "--format", "json"]
+        cli_runs = [_measured(cli, output, workdir) for _ in range(options.runs)]
+        got = _classified(output)
+        wrong = [name for name, want in expected.items() if got.get(name) != want]
+        if wrong or len(got) != len(expected):
+            print(f"WRONG at {size:,} nodes: {len(wrong)} node(s) misclassified, e.g. {wrong[:5]}")
+            sys.exit(2)
+        output.unlink()
+        nodes.unlink()
+        shutil.rmtree(workdir / f"case-{size}", ignore_errors=True)
+        jq_wall = statistics.median(run[0] for run in jq_runs)
+        cli_wall = statistics.median(run[0] for run in cli_runs)
+        jq_peak = max(run[1] for run in jq_runs)
+        cli_peak = max(run[1] for run in cli_runs)
+        rows.append((size, mib, jq_wall, jq_peak, cli_wall, cli_peak))
+    print(f"\n{'nodes':>10} {'MiB':>7} {'jq s':>7} {'jq MB':>7} {'scan s':>7} {'scan MB':>8} "
+          f"{'scan/jq':>8} {'us/node':>8}")  # fmt: skip
+    for size, mib, jq_wall, jq_peak, cli_wall, cli_peak in rows:
+        print(
+            f"{size:>10,} {mib:7.1f} {jq_wall:7.2f} {jq_peak:7.0f} {cli_wall:7.2f} {cli_peak:8.0f} "
+            f"{cli_wall / jq_wall:8.2f} {cli_wall / size * 1e6:8.1f}"
+        )
+    peak = max(row[5] for row in rows)
+    per_node = [row[4] / row[0] for row in rows]
+    growth = per_node[-1] / per_node[0]
+    print(f"every node of each list classified right (median of {options.runs} run(s))")
+    print(f"target peak RSS < {PEAK_TARGET_MB:.0f} MB: {'PASS' if peak < PEAK_TARGET_MB else 'FAIL'}"
+          f" ({peak:.0f} MB)")  # fmt: skip
+    print(
+        f"target time per node at {rows[-1][0]:,} within {LINEAR_TARGET:g}x of {rows[0][0]:,}: "
+        f"{'PASS' if growth <= LINEAR_TARGET else 'FAIL'} ({growth:.2f}x)"
+    )
+    return peak < PEAK_TARGET_MB and growth <= LINEAR_TARGET
 
 
 def _children_cpu() -> float:
@@ -80,6 +185,12 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--no-fail", action="store_true")
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(size) for size in text.split(",") if size],
+        default=[10_000, 100_000, 1_000_000],
+        help="node counts of the compact lists (comma-separated; empty: none)",
+    )
     options = parser.parse_args()
     jq = shutil.which("jq")
     if jq is None:
@@ -160,6 +271,12 @@ def main() -> int:
     print(
         f"target fleet_scan() < {SCAN_TARGET_S:.1f} s: {'PASS' if met else 'FAIL'} ({library:.2f} s)"
     )
+    if options.sizes:
+        workdir = Path(tempfile.mkdtemp(prefix="bench-fleet-sizes-"))
+        try:
+            met = _sizes(options, tool, jq, workdir) and met
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
     return 0 if met or options.no_fail else 1
 
 

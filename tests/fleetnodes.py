@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,26 +260,63 @@ def node_object(
     }
 
 
-def make_fleet(
-    count: int, seed: int = 12, stale_share: float = 0.05, cpu_share: float = 0.02
-) -> Fleet:
-    """A NodeList of `count` nodes: mixed r570/r575/r580/r590, every label style, hyphenated
-    products with -SHARED and -MIG suffixes, some stale timestamps, some nodes with GPUs but no
-    GFD labels, and some without GPUs."""
+# The labels a compact node keeps (bench/bench_fleet.py's million-node lists): what the scan
+# reads, in the names the node's label style uses.
+_COMPACT_LABELS = (
+    *_DRIVER_NAMES,
+    *_DEPRECATED_NAMES,
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "nvidia.com/gfd.timestamp",
+    "nvidia.com/gpu.present",
+    "kubernetes.io/hostname",
+)
+
+
+def compact_node(name: str, labels: dict[str, str], gpus: int) -> dict[str, Any]:
+    """A node as `kubectl get nodes -o json` prints it, less all the scan does not read."""
+    kept = {key: value for key, value in labels.items() if key in _COMPACT_LABELS}
+    if "nvidia.com/cuda.driver-version.full" in kept:  # the parts say it again
+        for part in _DRIVER_NAMES[1:4] + _DRIVER_NAMES[5:]:
+            kept.pop(part, None)
+    capacity = {"nvidia.com/gpu": str(gpus)} if gpus else {"cpu": "96"}
+    return {"metadata": {"labels": kept, "name": name}, "status": {"capacity": capacity}}
+
+
+@dataclass(frozen=True)
+class Made:
+    """One node of a made fleet: its object, its expected (status, min driver) when it is a GPU
+    node, and whether its labels are stale."""
+
+    node: dict[str, Any]
+    expected: tuple[str, str | None] | None
+    stale: bool
+
+
+def fleet_nodes(
+    count: int,
+    seed: int = 12,
+    stale_share: float = 0.05,
+    cpu_share: float = 0.02,
+    compact: bool = False,
+) -> Iterator[Made]:
+    """The nodes of make_fleet one at a time (compact: only what the scan reads of each)."""
     rng = random.Random(seed)
     styles = label_styles()
     style_names = sorted(styles)
     branches = sorted(DRIVERS)
-    fleet = Fleet(
-        {"apiVersion": "v1", "items": [], "kind": "List", "metadata": {"resourceVersion": ""}}
-    )
+
+    def made(name: str, labels: dict[str, str], gpus: int, index: int) -> dict[str, Any]:
+        if compact:
+            return compact_node(name, labels, gpus)
+        return node_object(name, labels, gpus, index, rng)
+
     for index in range(count):
         name = f"gpu-{index:05d}"
         roll = rng.random()
         if roll < cpu_share:
             labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
-            fleet.document["items"].append(node_object(name, labels, 0, index, rng))
-            fleet.cpu_nodes += 1
+            yield Made(made(name, labels, 0, index), None, False)
             continue
         product, datacenter = PRODUCTS[rng.randrange(len(PRODUCTS))]
         gpus = rng.choice((1, 2, 4, 8, 8, 8))
@@ -286,17 +324,51 @@ def make_fleet(
         stamp = NOW - (STALE_SECONDS if stale else rng.randrange(60, 3_600))
         if roll < cpu_share * 2:  # the device plugin runs, GFD does not
             labels = _labels(styles["both"], name, None, product, gpus, stamp)
-            fleet.expected[name] = expected_status(None, datacenter)
+            yield Made(made(name, labels, gpus, index), expected_status(None, datacenter), False)
         else:
             branch = branches[index % len(branches)]
             driver = rng.choice(DRIVERS[branch])
             style = styles[style_names[rng.randrange(len(style_names))]]
             labels = _labels(style, name, driver, product, gpus, stamp)
-            fleet.expected[name] = expected_status(branch, datacenter)
-            if stale:
-                fleet.stale.add(name)
-        fleet.document["items"].append(node_object(name, labels, gpus, index, rng))
+            node = made(name, labels, gpus, index)
+            yield Made(node, expected_status(branch, datacenter), stale)
+
+
+def make_fleet(
+    count: int, seed: int = 12, stale_share: float = 0.05, cpu_share: float = 0.02
+) -> Fleet:
+    """A NodeList of `count` nodes: mixed r570/r575/r580/r590, every label style, hyphenated
+    products with -SHARED and -MIG suffixes, some stale timestamps, some nodes with GPUs but no
+    GFD labels, and some without GPUs."""
+    fleet = Fleet(
+        {"apiVersion": "v1", "items": [], "kind": "List", "metadata": {"resourceVersion": ""}}
+    )
+    for made in fleet_nodes(count, seed, stale_share, cpu_share):
+        fleet.document["items"].append(made.node)
+        name = made.node["metadata"]["name"]
+        if made.expected is None:
+            fleet.cpu_nodes += 1
+            continue
+        fleet.expected[name] = made.expected
+        if made.stale:
+            fleet.stale.add(name)
     return fleet
+
+
+def write_compact_fleet(path: Path, count: int) -> dict[str, tuple[str, str | None]]:
+    """A compact NodeList of `count` nodes written node by node (a million nodes are never one
+    document in memory); every GPU node's expected (status, min driver)."""
+    import orjson
+
+    expected: dict[str, tuple[str, str | None]] = {}
+    with path.open("wb") as out:
+        out.write(b'{"apiVersion":"v1","items":[')
+        for index, made in enumerate(fleet_nodes(count, compact=True)):
+            out.write((b"," if index else b"") + orjson.dumps(made.node))
+            if made.expected is not None:
+                expected[made.node["metadata"]["name"]] = made.expected
+        out.write(b'],"kind":"List","metadata":{"resourceVersion":""}}\n')
+    return expected
 
 
 def gpu_pod(name: str, node: str, gpus: int, phase: str = "Running") -> dict[str, Any]:

@@ -7,9 +7,13 @@ layouts built here (tiny layers, configs like the CUDA images'):
   client), htpasswd basic authentication (the registry allows htpasswd only over TLS).
 - `token`: plain HTTP with token authentication, Docker Hub's flow: the registry answers 401
   with `WWW-Authenticate: Bearer realm=...`, and the token service here (a small HTTP server in
-  the test process) signs JWTs with a key whose certificate the registry trusts (x5c header,
-  RS256 signed by openssl). Anonymous callers get pull on `public/*`; the test user (password or
-  refresh token) gets pull and push everywhere.
+  the test process, on another port of 127.0.0.1) signs JWTs with a key whose certificate the
+  registry trusts (x5c header, RS256 signed by openssl). Anonymous callers get pull on
+  `public/*`; the test user (password or refresh token) gets pull and push everywhere.
+- `elsewhere`: a second registry over the token registry's storage whose realm is a token
+  service on another loopback host (127.0.0.2), signing with the same key: the realm a client
+  must not trust with the registry's credentials unless told to. Both token services record
+  what each request carried.
 
 Registered in tests/conftest.py with `pytest_plugins`. Without `docker-registry`, `skopeo` or
 `openssl` the tests that need a registry skip, or fail saying what is missing when
@@ -255,6 +259,14 @@ def cuda_129() -> TestImage:
 # --- the token service ---------------------------------------------------------------------
 
 
+def carries_secret(text: str) -> bool:
+    """Whether a request's text holds one of the test credentials: the password (as it is, or in
+    a Basic header, right or wrong) or the refresh token."""
+    secrets_ = (PASSWORD, "not-the-password", REFRESH_TOKEN)
+    encoded = [base64.b64encode(f"{USER}:{secret}".encode()).decode() for secret in secrets_]
+    return any(secret in text for secret in (*secrets_, *encoded))
+
+
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -265,14 +277,22 @@ class TokenService:
 
     key: Path
     cert_der: bytes
+    address: str = "127.0.0.1"
     server: ThreadingHTTPServer | None = None
+    # Found once: the command-line tests run with PATH=/nonexistent (no container engine), and
+    # the service signs in this process meanwhile.
+    openssl: str = field(default_factory=lambda: shutil.which("openssl") or "openssl")
     requests: list[dict[str, Any]] = field(default_factory=list)
     cache: dict[tuple[str | None, str], tuple[str, float]] = field(default_factory=dict)
 
     @property
-    def realm(self) -> str:
+    def host(self) -> str:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}/token"
+        return f"{self.address}:{self.server.server_address[1]}"
+
+    @property
+    def realm(self) -> str:
+        return f"http://{self.host}/token"
 
     def sign(self, claims: dict[str, Any]) -> str:
         header = {"typ": "JWT", "alg": "RS256", "x5c": [base64.b64encode(self.cert_der).decode()]}
@@ -280,7 +300,7 @@ class TokenService:
             f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
         )
         signature = subprocess.run(
-            ["openssl", "dgst", "-sha256", "-sign", str(self.key)],
+            [self.openssl, "dgst", "-sha256", "-sign", str(self.key)],
             input=signing_input.encode(),
             capture_output=True,
             check=True,
@@ -353,6 +373,7 @@ class TokenService:
                         "method": "GET",
                         "query": query,
                         "authorization": "Authorization" in self.headers,
+                        "secret": carries_secret(self.requestline + str(self.headers)),
                     }
                 )
                 if not allowed:
@@ -363,8 +384,16 @@ class TokenService:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
-                form = parse_qs(self.rfile.read(length).decode())
-                service.requests.append({"method": "POST", "form": sorted(form)})
+                body = self.rfile.read(length).decode()
+                form = parse_qs(body)
+                service.requests.append(
+                    {
+                        "method": "POST",
+                        "form": sorted(form),
+                        "authorization": "Authorization" in self.headers,
+                        "secret": carries_secret(self.requestline + str(self.headers) + body),
+                    }
+                )
                 if form.get("grant_type") != ["refresh_token"] or form.get("refresh_token") != [
                     REFRESH_TOKEN
                 ]:
@@ -373,7 +402,7 @@ class TokenService:
                 token = service.grant(USER, " ".join(form.get("scope", [])))
                 self._answer(200, {"access_token": token, "expires_in": 600})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((self.address, 0), Handler)
         threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     def stop(self) -> None:
@@ -460,9 +489,13 @@ def start_registry(
     *,
     tls: tuple[Path, Path] | None = None,
     auth: dict[str, Any] | None = None,
+    storage: Path | None = None,
 ) -> Registry:
+    """A docker-registry named `name` under base, over its own storage or the one given (two
+    registries may serve one storage: the registry keeps no state of its own)."""
     folder = base / name
     (folder / "storage").mkdir(parents=True)
+    storage = storage or folder / "storage"
     for attempt in range(3):
         port = free_port()
         http: dict[str, Any] = {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)}
@@ -471,7 +504,7 @@ def start_registry(
         config = {
             "version": 0.1,
             "log": {"level": "warn", "accesslog": {"disabled": True}},
-            "storage": {"filesystem": {"rootdirectory": str(folder / "storage")}},
+            "storage": {"filesystem": {"rootdirectory": str(storage)}},
             "http": http,
             **({"auth": auth} if auth else {}),
         }
@@ -547,6 +580,8 @@ class Registries:
     basic: Registry
     token: Registry
     tokens: TokenService
+    elsewhere: Registry
+    elsewhere_tokens: TokenService
     built: dict[str, Built]
     digests: dict[str, str]
     auth_file: Path
@@ -555,7 +590,9 @@ class Registries:
     folder: Path
 
 
-def _auth_files(folder: Path, basic: Registry, token: Registry) -> tuple[Path, Path, Path]:
+def _auth_files(
+    folder: Path, basic: Registry, token: Registry, elsewhere: Registry
+) -> tuple[Path, Path, Path]:
     def write(name: str, auths: dict[str, Any]) -> Path:
         path = folder / name
         path.write_text(json.dumps({"auths": auths}))
@@ -569,16 +606,18 @@ def _auth_files(folder: Path, basic: Registry, token: Registry) -> tuple[Path, P
         {
             basic.host: {"auth": pair},
             f"http://{token.host}": {"auth": pair},
+            elsewhere.host: {"auth": pair},
             "https://index.docker.io/v1/": {"auth": base64.b64encode(b"someone:else").decode()},
         },
     )
     identity = write(
         "identity.json",
         {
-            token.host: {
+            host: {
                 "auth": base64.b64encode(b"<token>:").decode(),
                 "identitytoken": REFRESH_TOKEN,
             }
+            for host in (token.host, elsewhere.host)
         },
     )
     bad = write("wrong.json", {basic.host: {"auth": wrong}, token.host: {"auth": wrong}})
@@ -587,7 +626,7 @@ def _auth_files(folder: Path, basic: Registry, token: Registry) -> tuple[Path, P
 
 @pytest.fixture(scope="session")
 def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]:
-    """The three registries with the test images (about two seconds to set up)."""
+    """The four registries with the test images (about two seconds to set up)."""
     missing = missing_tools()
     if missing:
         _unavailable(f"no {', '.join(missing)} here: the image tests need a real registry")
@@ -606,6 +645,8 @@ def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]
     ).stdout
     tokens = TokenService(token_key, der)
     tokens.start()
+    elsewhere_tokens = TokenService(token_key, der, address="127.0.0.2")
+    elsewhere_tokens.start()
     started: list[Registry] = []
     try:
         started.append(open_ := start_registry(base, "open"))
@@ -672,9 +713,38 @@ def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]
             "cu129-docker": skopeo_digest(open_, "vllm/vllm-openai:cu129-docker"),
             "multi-docker": skopeo_digest(open_, "vllm/vllm-openai:multi-docker"),
         }
-        good, identity, wrong = _auth_files(base, basic, token)
-        yield Registries(open_, basic, token, tokens, built, digests, good, identity, wrong, base)
+        started.append(
+            elsewhere := start_registry(
+                base,
+                "elsewhere",
+                auth={
+                    "token": {
+                        "realm": elsewhere_tokens.realm,
+                        "service": SERVICE,
+                        "issuer": ISSUER,
+                        "rootcertbundle": str(token_cert),
+                    }
+                },
+                storage=base / "token" / "storage",
+            )
+        )
+        good, identity, wrong = _auth_files(base, basic, token, elsewhere)
+        yield Registries(
+            open_,
+            basic,
+            token,
+            tokens,
+            elsewhere,
+            elsewhere_tokens,
+            built,
+            digests,
+            good,
+            identity,
+            wrong,
+            base,
+        )
     finally:
         for registry in started:
             registry.stop()
         tokens.stop()
+        elsewhere_tokens.stop()

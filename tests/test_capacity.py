@@ -548,7 +548,7 @@ def test_text_and_markdown_say_it_is_an_estimate() -> None:
         ([], "no GPU to fit into"),
         (["--gpu", "B200", "--kv-cache-dtype", "fp3"], "--kv-cache-dtype 'fp3'"),
         (["--gpu", "B200", "--tensor-parallel-size", "3"], "does not divide"),
-        (["--gpu", "B200", "--gpu-memory-utilization", "1.5"], "outside"),
+        (["--gpu", "B200", "--gpu-memory-utilization", "1.5"], "not in the range 0.01<=x<=1.0"),
         (["--gpu", "B200", "--quantization", "magic"], "--quantization 'magic'"),
     ],
 )

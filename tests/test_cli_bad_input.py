@@ -303,3 +303,66 @@ def test_a_bare_command_shows_its_help_whole(tmp_path: Path, args: tuple[str, ..
     assert lines[0].startswith("Usage: ")
     assert "Commands:" in lines
     assert sum(line.startswith("  ") for line in lines) >= 2
+
+
+# ---------------------------------------------------------------------------------------------
+# float options: a finite number within the option's stated range, else a usage error
+
+
+def _float_options() -> list[tuple[tuple[str, ...], str, float]]:
+    """(command path, option, its maximum) for every float option of every command."""
+    import click
+
+    from vllm_triage.cli import app
+
+    found = []
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        for param in command.params:
+            if isinstance(param.type, click.types.FloatParamType):
+                assert isinstance(param.type, click.FloatRange), (path, param.name)
+                assert param.type.max is not None, f"{' '.join(path)} {param.opts[0]}: no maximum"
+                found.append((path, param.opts[0], float(param.type.max)))
+
+    walk(app, ())
+    return found
+
+
+FLOAT_OPTIONS = _float_options()
+
+
+def test_every_command_has_its_float_options_found() -> None:
+    """The walk finds the options the adversarial pass named (a rename would hide one)."""
+    names = {(" ".join(path), option) for path, option, _ in FLOAT_OPTIONS}
+    assert {("collect", "--timeout"), ("validate", "--start-deadline")} <= names
+    assert {("plan", "--deadline-hours"), ("fleet run", "--timeout")} <= names
+    assert len(names) >= 11, names
+
+
+@pytest.mark.parametrize(
+    ("path", "option", "maximum"),
+    FLOAT_OPTIONS,
+    ids=[f"{' '.join(p)} {o}" for p, o, _ in FLOAT_OPTIONS],
+)
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e308", "1e309", "above"])
+def test_a_float_option_refuses_what_is_not_a_finite_number_in_range(
+    tmp_path: Path, path: tuple[str, ...], option: str, maximum: float, value: str
+) -> None:
+    given = repr(maximum * 1.5) if value == "above" else value
+    message = assert_bad_input(run_cli(*path, f"{option}={given}", cwd=tmp_path))
+    assert f"Invalid value for '{option}'" in message, message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_timeout_above_a_day_is_refused_and_one_within_its_range_is_taken(
+    tmp_path: Path,
+) -> None:
+    message = assert_bad_input(run_cli("fleet", "run", "collect", "--timeout=86401", cwd=tmp_path))
+    assert "0<x<=86400" in message
+    message = assert_bad_input(run_cli("collect", "--timeout=3601", cwd=tmp_path))
+    assert "0<x<=3600" in message
+    help_text = run_cli("collect", "--help", cwd=tmp_path).stdout
+    assert "0<x<=3600" in help_text  # the range is stated where the option is

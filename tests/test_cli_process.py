@@ -37,6 +37,7 @@ def test_exit_0_and_the_default_case_folder(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_exit_1_is_a_no_go(tmp_path: Path) -> None:
     done = _run("compat", "--driver", "575.57.08", "--cuda", "13.0", cwd=tmp_path)
     assert done.returncode == 1 and "incompatible" in done.stdout
@@ -52,6 +53,7 @@ def test_exit_1_is_a_no_go(tmp_path: Path) -> None:
         (("diagnose", "--no-such-option"), "No such option"),
     ],
 )
+@pytest.mark.slow
 def test_exit_2_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
     done = _run(*args, cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
@@ -59,6 +61,7 @@ def test_exit_2_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -
     assert words in done.stderr
 
 
+@pytest.mark.slow
 def test_the_installed_script_starts(tmp_path: Path) -> None:
     script = shutil.which("vllm-triage", path=str(Path(sys.executable).parent))
     assert script is not None, "the console script is installed next to the interpreter"

@@ -185,6 +185,7 @@ def test_no_planted_secret_survives_anywhere(k3_host: FakeHost, tmp_path: Path) 
         assert secret not in manifest
 
 
+@pytest.mark.slow
 def test_only_allow_listed_commands_run(k3_host: FakeHost, tmp_path: Path) -> None:
     collect(
         _k3_options(k3_host, tmp_path, probe_image=True, case=tmp_path / "t"),
@@ -214,6 +215,7 @@ def test_only_allow_listed_commands_run(k3_host: FakeHost, tmp_path: Path) -> No
     assert "--gpus" not in probes[0]
 
 
+@pytest.mark.slow
 def test_image_probe_runs_only_when_asked(k3_host: FakeHost, tmp_path: Path) -> None:
     result = collect(_k3_options(k3_host, tmp_path, case=tmp_path / "t"), runner=k3_host.runner())
     assert not [c for c in k3_host.calls() if c[:2] == ["docker", "run"]]
@@ -221,6 +223,7 @@ def test_image_probe_runs_only_when_asked(k3_host: FakeHost, tmp_path: Path) -> 
     assert image.status == "not_available" and "--probe-image" in (image.reason or "")
 
 
+@pytest.mark.slow
 def test_image_probe_reads_torch_cuda(k3_host: FakeHost, tmp_path: Path) -> None:
     k3_host.reply(
         "docker run --rm --network none --entrypoint python3 vllm/vllm-openai:kimi-k3 -c "
@@ -273,6 +276,7 @@ def test_a_hanging_command_leaves_what_the_kernel_module_says(
     assert diagnose(DiagnoseOptions(bundle=result.folder)).primary.cause == "driver_too_old"
 
 
+@pytest.mark.slow
 def test_crashing_garbage_and_missing_commands(k3_host: FakeHost, tmp_path: Path) -> None:
     k3_host.reply("nvidia-smi -q -x", behaviour="crash")
     k3_host.reply("docker inspect --type container vllm-k3", behaviour="garbage")
@@ -321,6 +325,7 @@ ERROR 11-30 10:02:19 [core.py:1083] PermissionError: [Errno 13] Permission denie
 """
 
 
+@pytest.mark.slow
 def test_permission_error_on_the_model_mount(tmp_path: Path) -> None:
     host = FakeHost(tmp_path / "host").install()
     model = host.root / "srv" / "llama"
@@ -457,6 +462,7 @@ def test_crashlooping_pod_on_an_r535_node(tmp_path: Path) -> None:
     assert verdict.primary.evidence[0].file.endswith("logs/pod-previous.log")
 
 
+@pytest.mark.slow
 def test_raw_outputs_do_not_outlive_the_collect(k3_host: FakeHost, tmp_path: Path) -> None:
     runner = k3_host.runner()
     collect(_k3_options(k3_host, tmp_path, case=tmp_path / "t"), runner=runner)
@@ -612,6 +618,7 @@ def test_a_huge_inspect_keeps_the_bundle_readable(k3_host: FakeHost, tmp_path: P
         assert bundle.facts.container.env["NCCL_DEBUG"] == "INFO"
 
 
+@pytest.mark.slow
 def test_a_host_root_without_name_or_kernel_is_not_this_machine(
     k3_host: FakeHost, tmp_path: Path
 ) -> None:

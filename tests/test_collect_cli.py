@@ -46,6 +46,7 @@ def test_collect_on_the_h200_replay_prints_probes_and_writes_a_bundle(tmp_path: 
     assert all(len(f["sha256"]) == 64 for f in manifest["files"])
 
 
+@pytest.mark.slow
 def test_markdown_is_a_ticket_ready_table_of_the_probes(tmp_path: Path) -> None:
     host = FakeHost(tmp_path / "host").install()
     host.reply("nvidia-smi -q -x", stdout_file=H200 / "nvidia-smi-q-x.xml")

@@ -161,6 +161,7 @@ def knowledge() -> KnowledgeBase:
 
 
 @pytest.mark.parametrize("corpus", CORPORA, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_corpus_as_posted(corpus: Path, tmp_path: Path, capsys, knowledge) -> None:
     rows = _rows(corpus)
     tally = _measure(rows, lambda row: _read(corpus, row), tmp_path, lambda _: knowledge)
@@ -176,6 +177,7 @@ def _embedded(row: Row) -> str:
     return "\n".join(lines[:cut]) + "\n" + _read(CORPUS, row)
 
 
+@pytest.mark.slow
 def test_corpus_inside_a_real_start_up_log(tmp_path: Path, capsys, knowledge) -> None:
     tally = _measure(_rows(CORPUS), _embedded, tmp_path, lambda _: knowledge)
     with capsys.disabled():

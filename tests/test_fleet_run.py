@@ -285,3 +285,109 @@ def test_kube_forbidden_job_creation_is_one_line(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "forbidden (403)" in message and "cannot create resource" in message
     assert "\n" not in message
+
+
+def _pipe(mark: Path) -> str:
+    """A Jinja lookup that, if Ansible templated it on the controller, would create `mark`."""
+    return "{{ lookup('pipe', 'touch " + str(mark) + "') }}"
+
+
+@pytest.mark.slow
+def test_ansible_never_templates_the_remote_arguments(ssh_hosts: SshHosts, tmp_path: Path) -> None:
+    """Arguments after -- reach the host as the text given: no lookup runs on the controller
+    (the hosts share its file system: none runs there either)."""
+    inventory = ssh_hosts.inventory(tmp_path / "hosts.ini")
+    mark = tmp_path / "templated-argument"
+    result = run_cli(
+        "fleet", "run", "preflight", "--inventory", str(inventory), "--limit", "gpu-r580-a",
+        "--case", str(tmp_path / "case"), "--format", "json", "--", "--image", _pipe(mark),
+    )  # fmt: skip
+    run = json.loads(result.stdout)
+    assert [host["host"] for host in run["hosts"]] == ["gpu-r580-a"]
+    assert run["arguments"] == ["--image", _pipe(mark)]
+    assert run["hosts"][0]["exit_code"] is not None  # the command ran on the host
+    assert not mark.exists()
+
+
+def test_a_templated_limit_is_refused_before_ansible(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("node1 ansible_host=127.0.0.1\n")
+    mark = tmp_path / "templated-limit"
+    for limit in (f"node1{_pipe(mark)}", "@/etc/passwd", "node1 node2"):
+        result = run_cli(
+            "fleet", "run", "preflight", "--inventory", str(inventory), "--limit", limit,
+            "--case", str(tmp_path / "case"),
+        )  # fmt: skip
+        assert result.exit_code == 2, result.stderr
+        assert "--limit" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize(
+    "inventory_text",
+    [
+        'node1 ansible_host=127.0.0.1 vllm_triage_python="{pipe}"\n',
+        '[gpu]\nnode1 ansible_host=127.0.0.1\n[gpu:vars]\nnote="{pipe}"\n',
+        "node1{pipe_compact} ansible_host=127.0.0.1\n",
+    ],
+    ids=["host-var", "group-var", "host-name"],
+)
+def test_a_templated_inventory_is_refused_before_ansible(
+    tmp_path: Path, inventory_text: str
+) -> None:
+    mark = tmp_path / "templated-inventory"
+    compact = "{{lookup('pipe','touch " + str(mark) + "')}}"
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(inventory_text.format(pipe=_pipe(mark), pipe_compact=compact))
+    result = run_cli(
+        "fleet", "run", "preflight", "--inventory", str(inventory), "--case", str(tmp_path / "c")
+    )
+    assert result.exit_code == 2 and "Jinja template" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not mark.exists()
+
+
+def test_templated_group_vars_beside_the_inventory_are_refused(tmp_path: Path) -> None:
+    mark = tmp_path / "templated-group-vars"
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[gpu]\nnode1 ansible_host=127.0.0.1\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpu.yml").write_text(f'ansible_user: "{_pipe(mark)}"\n')
+    result = run_cli("fleet", "run", "preflight", "--inventory", str(inventory))
+    assert result.exit_code == 2 and "group_vars" in result.stderr and "Jinja" in result.stderr
+    assert not mark.exists()
+
+
+@pytest.mark.slow
+def test_hosts_named_dot_dot_and_alike_stay_in_their_own_folders(
+    ssh_hosts: SshHosts, tmp_path: Path
+) -> None:
+    """A host named `..` (and one whose safe name would be another's) gets a folder of its own
+    inside the run's folder: nothing lands one level up, nothing is overwritten."""
+    inventory = ssh_hosts.inventory(tmp_path / "hosts.ini")
+    text = inventory.read_text()
+    for old, new in (("gpu-r580-a ", ".. "), ("gpu-r580-b ", "gpu-r575_ ")):
+        text = text.replace(old, new)
+    inventory.write_text(text.replace("gpu-down ", "# gpu-down "))
+    case = tmp_path / "case"
+    run = fleet_run(
+        FleetRunOptions(
+            kind="preflight",
+            case=case,
+            inventory=inventory,
+            arguments=("--image-config", str(K3_CONFIG)),
+            timeout=300,
+        )
+    )
+    hosts = {host.host: host for host in run.hosts}
+    assert set(hosts) == {"..", "gpu-r575", "gpu-r575_"}
+    (runs,) = (case / "fleet").iterdir()
+    files = [file for host in run.hosts for file in host.files]
+    assert len(files) == 3 and len({Path(file).parent for file in files}) == 3
+    for host in run.hosts:
+        assert host.state == "ok", host.error
+        (saved,) = host.files
+        path = (case / saved).resolve()
+        assert path.parent.parent == runs.resolve()
+        assert json.loads(path.read_text()) == host.result
+    assert sorted(p.name for p in runs.iterdir()) == sorted(Path(f).parent.name for f in files)

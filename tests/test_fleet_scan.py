@@ -29,7 +29,7 @@ from kubereplay import Replay
 
 from vllm_triage.errors import InputError
 from vllm_triage.fleet import FleetScanOptions, fleet_scan
-from vllm_triage.fleet.sources import expand_pattern, ini_hosts
+from vllm_triage.fleet.inventory import expand_pattern, ini_hosts
 from vllm_triage.knowledge import KnowledgeBase
 
 DATA = Path(__file__).parent / "data"

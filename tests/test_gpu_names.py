@@ -108,6 +108,7 @@ def test_the_gpu_limits(kb) -> None:
     assert kb.gpu_limits_for(t4) == []
 
 
+@pytest.mark.slow
 def test_a_pattern_that_catches_another_model_fails_the_check(data: Path) -> None:
     """The pattern the audit found (`^NVIDIA H20` caught every H200) is reported, row by row."""
     path = data / "gpus.csv"

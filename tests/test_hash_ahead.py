@@ -159,6 +159,7 @@ def test_nothing_is_hashed_ahead_for_what_is_not_a_large_regular_file(tmp_path: 
     assert reader.sha256 == hashlib.sha256(small.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_diagnose_names_a_large_log_by_its_sha256(tmp_path: Path) -> None:
     """The CLI path: hashed ahead from the start, handed over when the scan reads ahead."""
     line = b"(APIServer pid=1) INFO 12-01 10:15:00 [loggers.py:123] Avg prompt throughput: 1.0\n"

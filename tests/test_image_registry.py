@@ -39,6 +39,7 @@ def resolve(
     registry_auth: Path | None = None,
     ca_file: Path | None = None,
     timeout: float = 20.0,
+    realms: tuple[str, ...] = (),
 ) -> ResolvedImage:
     """The image through the registry alone (no engine, no tag fallback)."""
     request = ImageRequest(
@@ -48,6 +49,7 @@ def resolve(
         ca_file=ca_file,
         lookup=("registry",),
         timeout=timeout,
+        registry_auth_realms=realms,
     )
     return resolve_image(request)
 
@@ -168,6 +170,7 @@ def test_an_unreachable_registry_and_a_tag_that_cannot_stand_in() -> None:
     assert "unreachable" in message and "not a known vLLM repository" in message
 
 
+@pytest.mark.slow
 def test_docker_hub_out_of_reach_falls_back_to_the_tag_with_a_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -224,6 +227,8 @@ def test_a_certificate_that_is_not_trusted(registries: Registries) -> None:
 
 
 # --- the bearer-token flow ----------------------------------------------------------------
+# The test token service listens on another port than its registry: not the registry's own
+# origin, so the tests that give credentials name it as the user would (--registry-auth-realm).
 
 
 def test_anonymous_token_for_a_public_repository(registries: Registries) -> None:
@@ -244,10 +249,13 @@ def test_a_private_repository_needs_credentials(registries: Registries) -> None:
 def test_token_with_user_and_password(registries: Registries) -> None:
     before = len(registries.tokens.requests)
     resolved = resolve(
-        registries.token.ref("private/vllm", "cu129"), registry_auth=registries.auth_file
+        registries.token.ref("private/vllm", "cu129"),
+        registry_auth=registries.auth_file,
+        realms=(registries.tokens.host,),
     )
     assert resolved.cuda == "12.9.1"
     assert resolved.digest == registries.built["cu129"].digest
+    assert resolved.warnings == []
     asked = registries.tokens.requests[before:]
     assert asked[0]["authorization"] and asked[0]["query"]["account"] == ["triage"]
 
@@ -257,6 +265,7 @@ def test_token_with_an_identity_token(registries: Registries) -> None:
     resolved = resolve(
         registries.token.ref("private/vllm", "cu129"),
         registry_auth=registries.identity_auth_file,
+        realms=(registries.tokens.host,),
     )
     assert resolved.cuda == "12.9.1"
     asked = registries.tokens.requests[before:]
@@ -269,6 +278,7 @@ def test_token_service_refuses_wrong_credentials(registries: Registries) -> None
         resolve(
             registries.token.ref("private/vllm", "cu129"),
             registry_auth=registries.wrong_auth_file,
+            realms=(registries.tokens.host,),
         )
     message = one_line(str(error.value))
     assert "token service refused" in message and "not-the-password" not in message

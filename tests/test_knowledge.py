@@ -26,6 +26,7 @@ def data_copy(tmp_path: Path) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_packaged_knowledge_is_sound():
     kb = load_knowledge(cached=False)  # validated from the files, as `knowledge check` does
     assert check_knowledge(kb) == []
@@ -137,6 +138,7 @@ def test_duplicate_signature_ids_are_refused(data_copy):
         load_knowledge(data_copy)
 
 
+@pytest.mark.slow
 def test_check_reports_an_example_that_no_longer_matches(data_copy):
     path = data_copy / "signatures" / "gpu.yaml"
     path.write_text(path.read_text().replace('"No CUDA GPUs are available"', '"No GPUs at all"', 1))

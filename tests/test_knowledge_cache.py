@@ -11,14 +11,15 @@ import pickle
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from vllm_triage.knowledge import DATA_DIR, KnowledgeBase, KnowledgeError, load_knowledge
-from vllm_triage.knowledge.cache import cache_key, load_cached
+from vllm_triage.knowledge.cache import _file_name, cache_key, load_cached
 from vllm_triage.knowledge.loader import _load
-from vllm_triage.usercache import CACHE_FOLDER_NAME
+from vllm_triage.usercache import CACHE_FOLDER_NAME, read_cached
 
 
 class Counting:
@@ -52,6 +53,7 @@ def _cache_file(folder: Path) -> Path:
     return files[0]
 
 
+@pytest.mark.slow
 def test_the_second_load_comes_from_the_cache(cache_home: Path, data: Path) -> None:
     build = Counting()
     first = load_cached(data, build, KnowledgeBase)
@@ -63,6 +65,7 @@ def test_the_second_load_comes_from_the_cache(cache_home: Path, data: Path) -> N
     assert oct(_cache_file(cache_home).stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.slow
 def test_a_data_edit_rebuilds_the_cache(cache_home: Path, data: Path) -> None:
     build = Counting()
     load_cached(data, build, KnowledgeBase)
@@ -123,6 +126,7 @@ def _plant(path: Path, mark: Path, key: str) -> None:
     path.write_bytes(b"vllm-triage cache 2\n" + key.encode() + b"\n" + digest + b"\n" + payload)
 
 
+@pytest.mark.slow
 def test_a_cache_whose_key_does_not_match_is_never_unpickled(
     cache_home: Path, data: Path, tmp_path: Path
 ) -> None:
@@ -149,6 +153,7 @@ def test_a_cache_others_may_write_is_not_trusted(
     assert build.calls == 1 and not mark.exists()
 
 
+@pytest.mark.slow
 def test_a_symbolic_link_in_place_of_the_cache_is_not_followed(
     cache_home: Path, data: Path, tmp_path: Path
 ) -> None:
@@ -164,6 +169,7 @@ def test_a_symbolic_link_in_place_of_the_cache_is_not_followed(
     assert build.calls == 1 and not mark.exists()
 
 
+@pytest.mark.slow
 def test_a_cache_folder_that_cannot_be_made_means_validating(
     tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,3 +229,34 @@ def test_a_cache_restored_in_one_thread_skips_no_check_in_another() -> None:
     finally:
         done.set()
         holder.join()
+
+
+def test_a_temporary_left_by_a_killed_run_does_not_block_the_cache(
+    cache_home: Path, data: Path
+) -> None:
+    """A run killed half-way leaves its temporary; the next run (in a container often under the
+    same pid) still writes the cache."""
+    cache_home.mkdir(parents=True, mode=0o700)
+    name = _file_name(data)
+    for left in (f".{name}.{os.getpid()}.{threading.get_ident()}.tmp", f".{name}.0.0.tmp"):
+        (cache_home / left).write_bytes(b"torn")
+    load_cached(data, Counting(), KnowledgeBase)
+    assert read_cached(_cache_file(cache_home).name, cache_key(data), 1 << 30) is not None
+
+
+@pytest.mark.slow
+def test_processes_building_a_cold_cache_at_once_all_load_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six commands released together on an empty cache folder each build the knowledge base
+    and write the cache at once: all succeed, and one whole cache file is left, no temporary."""
+    from test_case_concurrency import run_together
+
+    compat = ["compat", "--driver", "580.65.06", "--cuda", "13.0", "--format", "json"]
+    cache = tmp_path / "cache"
+    results = run_together([compat] * 6, tmp_path, cache)
+    assert results == [(0, "")] * 6, results
+    folder = cache / CACHE_FOLDER_NAME
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    assert read_cached(_cache_file(folder).name, cache_key(DATA_DIR), 1 << 30) is not None
+    assert [p.name for p in folder.glob(".*.tmp")] == []

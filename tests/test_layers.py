@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 REPO = Path(__file__).parent.parent
 
@@ -70,6 +71,7 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch):
     assert _cycles(grimp.build_graph("cyclic")) == [["cyclic.a", "cyclic.b", "cyclic.c"]]
 
 
+@pytest.mark.slow
 def test_layers_contract_is_kept():
     lint = Path(sys.executable).parent / "lint-imports"
     done = subprocess.run([str(lint)], cwd=REPO, capture_output=True, text=True, check=False)

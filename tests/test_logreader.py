@@ -678,3 +678,15 @@ def test_scan_log_empty(kb) -> None:
     assert result.lines_read == 0
     assert result.hits == {}
     assert result.tail == []
+
+
+@pytest.mark.parametrize("offset", range(-12, 3))
+def test_evidence_is_never_cut_inside_a_token(offset: int) -> None:
+    """Half a secret matches no redaction rule: the cut drops the token it would split."""
+    secret = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
+    start = logreader.EVIDENCE_CHARS - 1 + offset
+    line = "w" * (start - 1) + " " + secret + " and the rest of the line"
+    display = normalize(line.encode(), 1).display
+    assert display.endswith("…") and len(display) <= logreader.EVIDENCE_CHARS
+    shown = display[:-1].rsplit(" ", 1)[-1]
+    assert shown in ("", secret) or not secret.startswith(shown), display[-60:]

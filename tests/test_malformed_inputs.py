@@ -379,6 +379,7 @@ def test_a_128mib_single_text_line_is_streamed(case: Case) -> None:
     assert document["primary"]["cause"] == "no_gpu_visible"
 
 
+@pytest.mark.slow
 def test_a_1gib_file_of_nuls_is_refused_at_once(case: Case) -> None:
     log = _sparse(case.root / "zeros.log", b"", GiB)
     with ends_in_time(what="diagnose of 1 GiB of NUL bytes"):
@@ -813,6 +814,7 @@ _CONFIG = st.recursive(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(document=_CONFIG)
+@pytest.mark.slow
 def test_image_config_any_shape_is_an_input_error_or_a_cuda(document: Any) -> None:
     try:
         found = image_cuda_from_document(document, "config.json")

@@ -79,6 +79,7 @@ def test_the_incident_runs_in_the_runbooks_order() -> None:
     assert upgraded[0].commands[0].text.startswith("vllm-triage baseline capture --label after")
 
 
+@pytest.mark.slow
 def test_a_block_after_a_node_marker_runs_on_the_upgraded_node() -> None:
     text = (
         "```console\n$ nvidia-smi -q -x | head -n 40\n```\n"

@@ -870,6 +870,7 @@ def test_both_forms_of_the_command(case: Path) -> None:
 # --- the knowledge behind it ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_widening_condition_of_the_plan_has_a_check(
     tmp_path: Path, kb: KnowledgeBase
 ) -> None:

@@ -609,6 +609,7 @@ def test_no_secret_survives_in_random_text(shape):
 
 @settings(max_examples=40, deadline=None)
 @given(SHAPES["hf_token"], SHAPES["openai_key"], st.lists(NOISE, min_size=1, max_size=4))
+@pytest.mark.slow
 def test_no_secret_survives_in_env_and_argv(hf, sk, noise):
     redactor = Redactor(KB, key=KEY)
     kept = redactor.env({"HF_TOKEN": hf[0], "VLLM_NOTE": noise[0] + sk[0]}).kept
@@ -788,6 +789,7 @@ def test_launch_args_keep_multi_value_options_out_of_the_model():
 
 
 @pytest.mark.parametrize("shift", [-40, -13, -1, 0, 1, 7, 30])
+@pytest.mark.slow
 def test_a_secret_cut_by_a_piece_boundary_is_found(shift: int) -> None:
     """A line longer than a piece: a secret and its context across the boundary."""
     for planted, secret, to_the_end in [
@@ -809,6 +811,7 @@ def test_a_secret_cut_by_a_piece_boundary_is_found(shift: int) -> None:
         assert out.endswith(b"] \n") if to_the_end else out.endswith(b"y " * 1000 + b"\n")
 
 
+@pytest.mark.slow
 def test_a_long_line_is_redacted_in_bounded_memory() -> None:
     size = 48 << 20
     piece = b"request id 12345 words and more words " * 1024

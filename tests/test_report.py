@@ -309,6 +309,7 @@ def test_a_path_error_routes_to_its_flow_not_to_a_driver_change(
         assert all(tr(step) in section for step in chosen.plan.flow.steps)
 
 
+@pytest.mark.slow
 def test_the_fleet_scan_of_the_case_is_a_section(
     case: Path, tmp_path: Path, kb: KnowledgeBase
 ) -> None:

@@ -14,12 +14,19 @@ import contextlib
 import os
 import re
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli import run_cli
+from deadlines import wait_for, watchdog_s
 from test_report import SCRIPT, _hostile, build_case
 
 from vllm_triage.i18n import catalog
@@ -31,6 +38,7 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).parent.parent
 ARTIFACTS = REPO / ".cache" / "test-artifacts"
+EXAMPLE_LOG = REPO / "examples" / "kimi-k3-r575" / "vllm-serve.log"
 ENV_REQUIRE = "VLLM_TRIAGE_REQUIRE_BROWSER"
 LANGUAGES = ("en", "ko", "ja")
 # Text of each language: Hangul syllables; kana or kanji.
@@ -187,3 +195,147 @@ def test_pdf_is_printed_by_chromium(case: Path) -> None:
     assert any(font.startswith(b"NotoSansCJKjp") for font in fonts), fonts
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(case / "report.pdf", ARTIFACTS / "report-ja.pdf")
+
+
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """Every live process (not a zombie): pid -> (parent pid, process group, command line)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if fields[0] not in ("Z", "X"):
+                found[int(entry.name)] = (int(fields[1]), int(fields[2]), command)
+    return found
+
+
+@contextlib.contextmanager
+def _held_page() -> Iterator[tuple[str, threading.Event]]:
+    """A page that starts and never ends: (its URL, set when a browser asked for it). A browser
+    printing it waits for the rest, so it is still printing whenever the test interrupts it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    asked = threading.Event()
+    done = threading.Event()
+    accepted: list[socket.socket] = []
+
+    def answer(connection: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if connection.recv(65536).startswith(b"GET "):  # Chromium also opens idle sockets
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<!DOCTYPE html><p>half"
+                )
+                asked.set()
+            done.wait(watchdog_s())
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while not done.is_set():
+                connection, _ = listener.accept()
+                accepted.append(connection)
+                threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/report.html", asked
+    finally:
+        done.set()
+        with contextlib.suppress(OSError):  # wakes the accept() the server waits in
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        for connection in accepted:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            connection.close()
+        server.join(watchdog_s())
+
+
+def _pointed_at(url: str, folder: Path) -> Path:
+    """A --browser that is the real Chromium (exec'ed, same process) printing `url` instead of
+    the report's own file (its last argument)."""
+    wrapper = folder / "chromium-held"
+    wrapper.write_text(
+        f"#!{sys.executable}\nimport os, sys\n"
+        f"os.execv({_browser()!r}, [{_browser()!r}, *sys.argv[1:-1], {url!r}])\n"
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.fixture
+def short_tmpdir() -> Iterator[Path]:
+    """A fresh TMPDIR with a short path (Chromium's socket in it must fit 107 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="vt-", dir="/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _child_env(tmpdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_TRIAGE_CASE"}
+    return env | {"TMPDIR": str(tmpdir), "TMP": str(tmpdir), "TEMP": str(tmpdir)}
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_printing_exits_130_and_leaves_nothing_in_tmpdir(
+    tmp_path: Path, short_tmpdir: Path
+) -> None:
+    """Ctrl-C (SIGINT to the CLI) while the real Chromium prints: exit 130, one line
+    "interrupted", Chromium and its helpers gone, and nothing left in TMPDIR (its profile, its
+    singleton lock, socket and cookie). The browser prints a page the test holds half-sent, so
+    it cannot finish first however fast the machine; the test interrupts once the browser has
+    asked for the page and made its singleton lock (events)."""
+    case = tmp_path / "triage"
+    assert run_cli("diagnose", str(EXAMPLE_LOG), "--case", str(case)).exit_code == 0
+    scratch = short_tmpdir
+    with _held_page() as (url, asked):
+        browser = _pointed_at(url, tmp_path)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "vllm_triage", "report", "--case", str(case), "--pdf",
+             "--browser", str(browser)],
+            env=_child_env(scratch), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: asked.is_set() or child.poll() is not None, "Chromium asking")
+            assert asked.is_set(), child.communicate()
+            wait_for(
+                lambda: any(os.path.lexists(p / "SingletonLock") for p in scratch.glob("*/*")),
+                "Chromium's singleton lock under TMPDIR",
+            )
+            (group,) = {g for ppid, g, _ in _processes().values() if ppid == child.pid}
+            assert group != os.getpgid(child.pid), "Chromium runs in a process group of its own"
+            members = {pid for pid, (_, g, _) in _processes().items() if g == group}
+            child.send_signal(signal.SIGINT)
+            stdout, stderr = child.communicate(timeout=watchdog_s(30))
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 130, stderr
+    assert stderr.decode().splitlines() == ["vllm-triage: error: interrupted"], stderr
+    assert stdout == b""
+    assert not (case / "report.html").exists() and not (case / "report.pdf").exists()
+    alive = _processes()
+    assert not members & alive.keys(), [alive[pid] for pid in members & alive.keys()]
+    assert list(scratch.iterdir()) == [], sorted(str(p) for p in scratch.rglob("*"))
+
+
+@pytest.mark.slow
+def test_a_tmpdir_too_long_for_chromiums_socket_still_prints(tmp_path: Path) -> None:
+    """Chromium aborts where TMPDIR's path leaves its singleton socket no room; the tool prints
+    from a folder in /tmp then, and leaves nothing in either."""
+    _browser()
+    case = tmp_path / "triage"
+    assert run_cli("diagnose", str(EXAMPLE_LOG), "--case", str(case)).exit_code == 0
+    long = tmp_path / ("t" * 80)
+    long.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_triage", "report", "--case", str(case), "--pdf"],
+        env=_child_env(long), capture_output=True, timeout=watchdog_s(120), check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (case / "report.pdf").read_bytes().startswith(b"%PDF-")
+    assert list(long.iterdir()) == []

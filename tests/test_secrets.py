@@ -63,10 +63,60 @@ PEM_LINES = [
             for _ in range(64))
     for _ in range(3)
 ] + ["Zm9vYmFyQmF6cXV4MTIz"]  # fmt: skip
+
+
+def _random(alphabet: str, size: int) -> str:
+    return "".join(_rng.choice(alphabet) for _ in range(size))
+
+
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+# The second adversarial pass's forms (issue 19), each with the line that carries it.
+AZURE_KEY = base64.b64encode(_random(_ALNUM, 64).encode()).decode()
+STRIPE_SK = "sk_live_" + _random(_ALNUM, 24)
+STRIPE_RK = "rk_live_" + _random(_ALNUM, 26)
+NETRC_ONE = "ntrc1-" + _random(_ALNUM, 14)
+NETRC_MULTI = "ntrc2-" + _random(_ALNUM, 14)
+DOCKER_PASSWORD = "dkr-" + _random(_ALNUM, 16)
+DOCKERCFG = base64.b64encode(
+    json.dumps(
+        {"auths": {"registry.example.com": {"auth": base64.b64encode(
+            f"robot:{DOCKER_PASSWORD}".encode()).decode()}}},
+        separators=(",", ":"),
+    ).encode()
+).decode()  # fmt: skip
+NPM_TOKEN = "npm_" + _random(_ALNUM, 36)
+SLACK_HOOK = f"T{_random('0123456789ABCDEF', 8)}/B{_random('0123456789ABCDEF', 8)}/" + _random(
+    _ALNUM, 24
+)
+AWS_ID = "AKIA" + _random("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
+AWS_SECRET = _random(_ALNUM + "+/", 40)
+PEM_AFTER = [_random(_ALNUM + "+/", 64) for _ in range(2)]
+CLIENT_ID = "cid-" + _random(_ALNUM, 20)
+ADO_PAT = "pat-" + _random(_ALNUM, 40)
+COOKIE = "ck-" + _random(_ALNUM, 20)
+LICENSE = "lic-" + _random(_ALNUM, 36)
+API_KEY_V2 = "v2-" + _random(_ALNUM, 28)
+SECOND_PASS_LINES = {
+    AZURE_KEY: "DefaultEndpointsProtocol=https;AccountName=models1;AccountKey="
+    + AZURE_KEY + ";EndpointSuffix=core.windows.net",
+    STRIPE_SK: f"billing client configured with {STRIPE_SK}",
+    STRIPE_RK: f"restricted billing key {STRIPE_RK} loaded",
+    NETRC_ONE: f"machine huggingface.co login robot password {NETRC_ONE}",
+    DOCKERCFG: f"imagePullSecret .dockerconfigjson: {DOCKERCFG}",
+    NPM_TOKEN: f"//registry.npmjs.org/:_authToken={NPM_TOKEN}",
+    SLACK_HOOK: f"alerts go to https://hooks.slack.com/services/{SLACK_HOOK}",
+    AWS_SECRET: f"credentials {AWS_ID} {AWS_SECRET}",
+    CLIENT_ID: f"AZURE_CLIENT_ID={CLIENT_ID}",
+    ADO_PAT: f"ADO_PAT={ADO_PAT}",
+    COOKIE: f"SESSION_COOKIE={COOKIE}",
+    LICENSE: f"NEWRELIC_LICENSE_KEY={LICENSE}",
+    API_KEY_V2: f"SERVICE_API_KEY_V2={API_KEY_V2}",
+}  # fmt: skip
+SECOND_PASS = [*SECOND_PASS_LINES, DOCKER_PASSWORD, AWS_ID, NETRC_MULTI, *PEM_AFTER]
 SECRETS = [
     K1, K2, KEQ, HF_ARG, CONTINUED, DOTTED, DB_PASSWORD, BEARER, PRETTY, PRETTY_SEP, PRETTY_LIST,
     YAML_BLOCK, PAIR, LOGIN, AUTH_EQ, URL_PASSWORD, ANNOTATED, ENV_TOKEN, FILE_TOKEN, WEAK,
-    *PEM_LINES,
+    *PEM_LINES, *SECOND_PASS,
 ]  # fmt: skip
 
 
@@ -121,6 +171,13 @@ def _log_lines() -> list[str]:
         f"environment HF_TOKEN={ENV_TOKEN}",
         "-----BEGIN RSA PRIVATE KEY-----",
         *PEM_LINES,
+        "-----END RSA PRIVATE KEY-----",
+        *SECOND_PASS_LINES.values(),
+        "machine huggingface.co",
+        "  login robot",
+        f"  password {NETRC_MULTI}",
+        "PRIVATE_KEY=-----BEGIN RSA PRIVATE KEY-----",
+        *PEM_AFTER,
         "-----END RSA PRIVATE KEY-----",
         "INFO 11-28 09:14:05 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
     ]
@@ -182,6 +239,7 @@ def _inspect() -> list[dict[str, object]]:
                     f"HTTPS_PROXY=https:\\/\\/robot:{URL_PASSWORD}@proxy.example:3128",
                     "NCCL_DEBUG=INFO",
                     f"APP_SETTING={ANNOTATED}",
+                    f"MODELS_STORE={SECOND_PASS_LINES[AZURE_KEY]}",
                 ],
                 "Entrypoint": ["vllm", "serve"],
                 "Cmd": ["/models/m", "--api-key", K1, K2, f"--api-key={KEQ}", "--hf-token", HF_ARG],
@@ -221,6 +279,7 @@ def _pod() -> dict[str, object]:
             "annotations": {
                 "kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied) + "\n",
                 "example.com/api-token": DOTTED,
+                "example.com/pull-secret": DOCKERCFG,
             },
         },
         "spec": {"nodeName": "gpu-1", "containers": [container]},
@@ -429,3 +488,57 @@ def test_an_interrupted_collect_leaves_nothing_behind(tmp_path: Path, signum: in
     assert not case.exists() or [p.name for p in case.rglob("*")] in ([], ["bundles"])
     wait_for(lambda: host.alive() == [], "every process the commands started is killed")
     assert len(host.pids.read_text().splitlines()) >= 4, "the setsid and orphan children ran"
+
+
+# -- what diagnose, report and the terminal show ------------------------------------------
+
+DRIVER_FAILURE = "RuntimeError: The NVIDIA driver on your system is too old (found version 12090). "
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("envelope", ["plain", "json-file", "timestamps+apiserver"])
+def test_no_planted_secret_reaches_a_diagnosis_a_report_or_the_terminal(
+    tmp_path: Path, envelope: str
+) -> None:
+    """Each one-line form on the failure's own line, three to a log (a rule keeps its first three
+    lines as evidence): diagnose prints and keeps them redacted (text, JSON, markdown, history),
+    and so does the report built from that case."""
+    from cli import run_cli
+
+    forms = [*SECOND_PASS_LINES.values(), f"HF_TOKEN={ENV_TOKEN}", f"--api-key {K1} {K2}",
+             f"Bearer {BEARER}", f"docker login -p {LOGIN} registry.example.com"]  # fmt: skip
+    wrap = ENVELOPES[envelope]
+    case = tmp_path / "case"
+    printed: list[tuple[str, bytes]] = []
+    for start in range(0, len(forms), 3):
+        lines = ["(APIServer pid=1) INFO 12-01 10:00:00 [api_server.py:1] vLLM API server"]
+        lines += [DRIVER_FAILURE + form for form in forms[start : start + 3]]
+        log = tmp_path / f"failure-{start}.log"
+        log.write_text("".join(wrap(i, line) + "\n" for i, line in enumerate(lines)))
+        for output in ("text", "json", "markdown"):
+            result = run_cli("diagnose", str(log), "--case", str(case), "--format", output)
+            assert result.exit_code == 0, result.stderr
+            assert "driver_too_old" in result.stdout or "driver" in result.stdout.lower()
+            printed += [(f"{log.name} {output} stdout", result.stdout.encode()),
+                        (f"{log.name} {output} stderr", result.stderr.encode())]  # fmt: skip
+    result = run_cli("report", "--case", str(case))
+    assert result.exit_code == 0, result.stderr
+    printed += [
+        ("report stdout", result.stdout.encode()),
+        ("report stderr", result.stderr.encode()),
+    ]
+    everything = [*_every_byte(case, case), *printed]
+    assert (case / "report.html").is_file() and list((case / "history").iterdir())
+    secrets = [*SECOND_PASS_LINES, ENV_TOKEN, K1, K2, BEARER, LOGIN, DOCKER_PASSWORD, AWS_ID]
+    leaks = [
+        f"{secret!r} as {form!r} in {where}"
+        for secret in secrets
+        for form in _forms(secret)
+        for where, data in everything
+        if form in data
+    ]
+    assert not leaks, "\n".join(leaks[:20])
+    diagnosis = json.loads((case / "diagnosis.json").read_text())
+    assert diagnosis["primary"]["cause"] == "driver_too_old"
+    evidence = " ".join(e["text"] for e in diagnosis["primary"]["evidence"])
+    assert "[REDACTED:" in evidence, "the evidence is there, redacted"

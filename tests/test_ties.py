@@ -111,6 +111,7 @@ def test_an_unimplemented_fact_check_fails_the_check_not_diagnose(
     assert result.primary.rule is not None and result.primary.rule.startswith("VF006")
 
 
+@pytest.mark.slow
 def test_a_check_the_code_implements_and_the_data_lacks_fails_the_check(data: Path) -> None:
     _remove_item(data / "fact_checks.yaml", "VF007")
     _, problems = _problems(data)
@@ -123,6 +124,7 @@ def test_a_check_the_code_implements_and_the_data_lacks_fails_the_check(data: Pa
     ("rule", "relative"),
     [("VT101", "signatures/driver.yaml"), ("VT999", "signatures/cascade.yaml")],
 )
+@pytest.mark.slow
 def test_a_rule_the_analyzer_names_removed_fails_the_check_not_diagnose(
     data: Path, rule: str, relative: str
 ) -> None:
@@ -144,6 +146,7 @@ def test_a_rule_the_analyzer_names_removed_fails_the_check_not_diagnose(
     ("milestone", "reader"),
     [("served", "diagnose/analyzer.py"), ("server_start", "validate/starts.py")],
 )
+@pytest.mark.slow
 def test_a_milestone_the_code_names_removed_fails_the_check_not_diagnose(
     data: Path, milestone: str, reader: str
 ) -> None:
@@ -174,6 +177,7 @@ def test_a_milestone_the_code_names_removed_fails_the_check_not_diagnose(
         ("model_ids: [moonshotai/Kimi-K3]", "model_ids: []", "model_ids", "loader.py"),
     ],
 )
+@pytest.mark.slow
 def test_an_empty_recipe_field_a_command_reads_fails_the_check(
     data: Path, old: str, new: str, field: str, reader: str
 ) -> None:
@@ -209,6 +213,7 @@ def test_a_prefix_fix_missing_or_unknown_fails_the_check_not_prefix_check(data: 
     assert [(c.kind, c.fix) for c in report.classes] == [("history_changed", None)]
 
 
+@pytest.mark.slow
 def test_a_launch_field_the_parser_lacks_fails_the_check(data: Path) -> None:
     _edit(data / "vllm_args.yaml", "field: model,", "field: model_name,")
     _, problems = _problems(data)

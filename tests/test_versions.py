@@ -285,6 +285,7 @@ def test_cuda_round_trips_through_str(version: CudaVersion) -> None:
 
 
 @given(cuda_versions, cuda_versions)
+@pytest.mark.slow
 def test_cuda_orders_like_tuples(a: CudaVersion, b: CudaVersion) -> None:
     ka = (a.major, a.minor, a.patch or 0)
     kb = (b.major, b.minor, b.patch or 0)

@@ -1,9 +1,15 @@
 """The case folder: one incident's artifacts in one folder that can be attached to a ticket.
 
 This module owns the layout (where each artifact lives), writes every file atomically (a temporary
-file in the same folder, fsync, then a rename) and never over an earlier one (a new diagnosis moves
-the current one into history/), and reads artifacts back with their schema_version checked: one
+file in the same folder, fsync, then a rename) and never over an earlier one (a new diagnosis keeps
+the current one in history/), and reads artifacts back with their schema_version checked: one
 written by a newer vllm-triage, or a corrupt one, is a one-line error naming the file.
+
+Several commands may run on one case at once (a loop in a script, two terminals): the moves of
+artifacts happen under the case's lock (flock on .vllm-triage.lock), so none is lost, and the
+current file is replaced in one rename, so a reader sees the earlier or the new one, never none.
+A file system that refuses a write (full, read-only, no permission) is a one-line error naming the
+file, and the temporary is removed.
 
     bundles/bundle-<UTC>/ + .tar.gz   collect (cases of vllm-triage 0.1 hold them at the top level)
     diagnosis.json + diagnosis.md     diagnose; the earlier ones in history/diagnosis-<UTC>.*
@@ -16,10 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +35,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from vllm_triage.errors import InputError
+from vllm_triage.errors import InputError, file_system_reason
 from vllm_triage.inputs import Fingerprint, display_name, open_input, read_errors
 from vllm_triage.models import SCHEMA_VERSION, CaseArtifact, Diagnosis, InputFile
 from vllm_triage.safejson import read_json_file
@@ -50,12 +58,19 @@ PLAN = "plan.json"
 BASELINES = "baselines"
 RECORD = "record.json"
 REPORT = "report.html"
+LOCK = ".vllm-triage.lock"
 
 # An artifact is a few KiB to a few MiB (a prefix-check of 200 requests); more is not one of ours.
 MAX_ARTIFACT_BYTES = 16 * 1024**2
 _STAMP = "%Y%m%dT%H%M%S%fZ"
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _NO_HARD_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK)
+# Where flock cannot lock (some network file systems), the case is written unlocked, as before.
+_NO_LOCKS = (errno.ENOLCK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF)
+# A holder keeps the lock for the few renames of one artifact (milliseconds); one that holds it
+# this long is stopped (Ctrl-Z) or hung, and waiting on is no answer.
+LOCK_WAIT_S = 30.0
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -195,10 +210,11 @@ class Case:
         return self.save_current(stem, _artifact_bytes(artifact), renderings)
 
     def save_current(
-        self, stem: str, data: bytes, renderings: Mapping[str, str | bytes]
+        self, stem: str, data: bytes | Iterable[bytes], renderings: Mapping[str, str | bytes]
     ) -> list[Path]:
         """save_artifact for an artifact already serialised (or a page with no JSON: data b"");
-        a rendering given as bytes (a PDF) is written as it is."""
+        a rendering given as bytes (a PDF) is written as it is. `data` may come in pieces,
+        written one after another (fleet scan's million nodes are never one string)."""
         self._folder()
         files = {".json": data} if data else {}
         files |= {
@@ -211,6 +227,7 @@ class Case:
                 suffix: stack.enter_context(self._temporary(stem + suffix, content))
                 for suffix, content in files.items()
             }
+            stack.enter_context(self.locked())
             current = [
                 self.root / (stem + suffix)
                 for suffix in files
@@ -221,11 +238,11 @@ class Case:
                 suffixes = [path.suffix for path in current]
                 base = _free_stem(history, f"{stem}-{self._made_at(current[0])}", suffixes)
                 for path in current:
-                    _place(path, history / (base + path.suffix))
+                    _place(path, history / (base + path.suffix), keep_source=True)
                     written.append(history / (base + path.suffix))
                 _sync_folder(history)
             for suffix, temporary in new.items():
-                _place(temporary, self.root / (stem + suffix))
+                os.replace(temporary, self.root / (stem + suffix))
             _sync_folder(self.root)
         return [*(self.root / (stem + suffix) for suffix in files), *written]
 
@@ -246,7 +263,9 @@ class Case:
                 f"{display_name(folder)}: already captured; choose another label"
             ) from None
         except OSError as exc:
-            raise CaseError(f"{display_name(folder)}: cannot create ({exc.strerror})") from None
+            raise CaseError(
+                f"{display_name(folder)}: cannot create: {file_system_reason(exc)}"
+            ) from None
         return folder
 
     def baselines(self) -> list[Path]:
@@ -267,7 +286,9 @@ class Case:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise CaseError(f"{display_name(folder)}: cannot create ({exc.strerror})") from None
+                raise CaseError(
+                    f"{display_name(folder)}: cannot create: {file_system_reason(exc)}"
+                ) from None
         raise CaseError(f"{display_name(runs)}: no free name for a run at {name}")
 
     def runs(self) -> list[Path]:
@@ -288,8 +309,8 @@ class Case:
         """A new prefix-check/<UTC>.json, named after the time the report was made."""
         folder = self._folder(PREFIX_CHECKS)
         made = datetime.fromisoformat(report.created_at) if report.created_at else None
-        base = _free_stem(folder, stamp(made or datetime.now(UTC)), [".json"])
-        return self.write_new(folder / f"{base}.json", _artifact_bytes(report))
+        name = stamp(made or datetime.now(UTC))
+        return self._write_new(folder, name, ".json", _artifact_bytes(report), free_name=True)
 
     def prefix_checks(self) -> list[Path]:
         """Every prefix-check report, oldest first."""
@@ -301,8 +322,34 @@ class Case:
     def write_new(self, path: Path, data: bytes) -> Path:
         """Write a new file into a folder of the case atomically; one already there is an error,
         never replaced."""
-        folder = path.parent
-        with self._temporary(path.name, data, folder) as temporary:
+        return self._write_new(path.parent, path.stem, path.suffix, data, free_name=False)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The case's lock, held while artifacts move (a second vllm-triage on the same case
+        waits for it); CaseError after LOCK_WAIT_S. Not reentrant: take it once."""
+        path = self._folder() / LOCK
+        try:
+            fd = os.open(path, _LOCK_FLAGS, 0o666)
+        except OSError as exc:
+            raise CaseError(
+                f"{display_name(path)}: cannot lock the case: {file_system_reason(exc)}"
+            ) from None
+        try:  # closing the descriptor releases the lock, whichever way the block ends
+            _lock(fd, path, time.monotonic() + LOCK_WAIT_S)
+            yield
+        finally:
+            os.close(fd)
+
+    def _write_new(
+        self, folder: Path, stem: str, suffix: str, data: bytes, free_name: bool
+    ) -> Path:
+        """write_new of folder/<stem><suffix>; with `free_name`, under the first free name
+        (`stem-2`...) instead of an error, chosen under the lock."""
+        with self._temporary(stem + suffix, data, folder) as temporary, self.locked():
+            if free_name:
+                stem = _free_stem(folder, stem, [suffix])
+            path = folder / (stem + suffix)
             try:
                 _place(temporary, path)
             except FileExistsError:
@@ -318,27 +365,32 @@ class Case:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CaseError(
-                f"{display_name(folder)}: cannot create the case folder ({exc.strerror or exc})"
+                f"{display_name(folder)}: cannot create the case folder: {file_system_reason(exc)}"
             ) from None
         if name and (folder.is_symlink() or not folder.is_dir()):
             raise CaseError(f"{display_name(folder)}: not a folder of the case (a link or a file)")
         return folder
 
     @contextlib.contextmanager
-    def _temporary(self, name: str, data: bytes, folder: Path | None = None) -> Iterator[Path]:
+    def _temporary(
+        self, name: str, data: bytes | Iterable[bytes], folder: Path | None = None
+    ) -> Iterator[Path]:
         """`data` in a temporary file next to where it goes, synced; removed if not placed."""
         folder = folder or self.root
         temporary: str | None = None
         try:
             fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
             with os.fdopen(fd, "wb") as stream:
-                stream.write(data)
+                if isinstance(data, bytes):
+                    stream.write(data)
+                else:
+                    stream.writelines(data)
                 stream.flush()
                 os.fsync(stream.fileno())
             yield Path(temporary)
         except OSError as exc:
             raise CaseError(
-                f"{display_name(folder / name)}: cannot write ({exc.strerror or exc})"
+                f"{display_name(folder / name)}: cannot write: {file_system_reason(exc)}"
             ) from None
         finally:
             if temporary is not None:
@@ -385,7 +437,7 @@ class Case:
             raise CaseError(f"{display_name(folder)}: not a folder") from None
         except OSError as exc:
             raise CaseError(
-                f"{display_name(folder)}: cannot list ({exc.strerror or exc})"
+                f"{display_name(folder)}: cannot list: {file_system_reason(exc)}"
             ) from None
 
 
@@ -408,9 +460,10 @@ def _free_stem(folder: Path, stem: str, suffixes: list[str]) -> str:
     raise CaseError(f"{display_name(folder)}: no free name for {stem}")
 
 
-def _place(source: Path, target: Path) -> None:
+def _place(source: Path, target: Path, keep_source: bool = False) -> None:
     """Move a file to `target`, never over an existing one (FileExistsError): a hard link, then
-    the source removed; a rename after a check where the file system has no hard links."""
+    the source removed (kept with `keep_source`: it is about to be replaced in one rename); a
+    rename after a check where the file system has no hard links (under the case's lock)."""
     try:
         os.link(source, target, follow_symlinks=False)
     except FileExistsError:
@@ -422,7 +475,29 @@ def _place(source: Path, target: Path) -> None:
             raise FileExistsError(errno.EEXIST, "exists", str(target)) from None
         os.rename(source, target)
         return
-    os.unlink(source)
+    if not keep_source:
+        os.unlink(source)
+
+
+def _lock(fd: int, path: Path, deadline: float) -> None:
+    """flock(fd) exclusively by `deadline` (waiting on the holder's few renames), or CaseError."""
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise CaseError(
+                    f"{display_name(path)}: another vllm-triage has held this case's lock for "
+                    f"{LOCK_WAIT_S:g} s (is one stopped, e.g. with Ctrl-Z?); try again when it ends"
+                ) from None
+        except OSError as exc:
+            if exc.errno in _NO_LOCKS:
+                return
+            raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _sync_folder(folder: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import math
 import os
 import sys
 
@@ -37,6 +38,7 @@ from vllm_triage.errors import (
     EXIT_OK,
     InputError,
     TriageError,
+    file_system_error,
 )
 from vllm_triage.validate.deadlines import DEFAULT_DEADLINES
 
@@ -59,6 +61,10 @@ MAX_TEXT_ARGUMENT_BYTES = 2 * 1024**2
 class _ReaderLeft(Exception):
     """Standard output's reader went away (`vllm-triage ... | head`): not an OSError, so that
     click's own handling of a closed pipe (exit 1) does not take it."""
+
+
+class _Interrupted(Exception):
+    """Ctrl-C during a command, carried past click's own handling of KeyboardInterrupt."""
 
 
 class _Argument(click.Argument):
@@ -111,7 +117,9 @@ class _OneLineErrors(_Group):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except TriageError as exc:
             _fail(str(exc), exc.exit_code)
-        except (KeyboardInterrupt, click.Abort):
+        except (KeyboardInterrupt, click.Abort, _Interrupted):
+            if _is_terminal(sys.stderr):  # after the terminal's ^C, on a line of its own
+                print(file=sys.stderr)
             _fail("interrupted", EXIT_INTERRUPTED)
         except _ReaderLeft:  # the reader left: nothing is wrong, and nothing more to flush
             _quiet_stdout()
@@ -149,11 +157,39 @@ class _OneLineErrors(_Group):
             return super().invoke(ctx)
         except BrokenPipeError as exc:
             raise _ReaderLeft from exc
+        except KeyboardInterrupt as exc:  # past click, which would print an empty line first
+            raise _Interrupted from exc
+        except OSError as exc:  # a full, read-only or forbidden file system: the user's to mend
+            refused = file_system_error(exc, _where(exc, ctx))
+            if refused is None:
+                raise
+            raise refused from exc
+
+
+def _where(exc: OSError, ctx: click.Context) -> str | None:
+    """The path an OSError is about: its own file name, else the case folder the command writes
+    (a write to an open file names none)."""
+    from vllm_triage.inputs import display_name
+
+    if isinstance(exc.filename, str | bytes):
+        return display_name(os.fsdecode(exc.filename))
+    if _CASE_META not in ctx.meta:
+        return None
+    from vllm_triage.case import case_folder
+
+    return display_name(case_folder(ctx.meta[_CASE_META]))
 
 
 def _fail(message: str, code: int) -> NoReturn:
     print(f"vllm-triage: error: {' '.join(message.split())}", file=sys.stderr)
     sys.exit(code)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no such stream, or closed
+        return False
 
 
 def _quiet_stdout() -> None:
@@ -217,6 +253,32 @@ class OutputFormat(StrEnum):
 
 # Paths are taken as given: each library says what is wrong with one, in its own words.
 _PATH = click.Path(path_type=Path, readable=False)
+
+
+class _FiniteFloat(click.FloatRange):
+    """Every float option: a finite number within [min, max] (or above min with min_open),
+    else click's usage error (one line, exit 2). FloatRange alone lets nan through (it compares
+    false with every bound), and a timeout of nan ends every wait at once."""
+
+    def __init__(self, min: float, max: float, min_open: bool = False) -> None:
+        super().__init__(min=min, max=max, min_open=min_open)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+# The most each kind of float option takes: beyond it a value is a slip, not a setting (a probe
+# that has not answered in an hour never will; a wait of a day is no deadline).
+_PROBE_SECONDS = _FiniteFloat(0, 3600, min_open=True)
+_RUN_SECONDS = _FiniteFloat(0, 86400, min_open=True)
+_REQUEST_SECONDS = _FiniteFloat(0, 600, min_open=True)
+_HOURS = _FiniteFloat(0, 24 * 366)
+_STALE_HOURS = _FiniteFloat(0, 24 * 366, min_open=True)
+_GPU_GIB = _FiniteFloat(0, 4096, min_open=True)
+_UTILIZATION = _FiniteFloat(0.01, 1.0)
 # Where the commands that make an artifact write it (vllm_triage.case.case_folder decides).
 _CASE = "Default: $VLLM_TRIAGE_CASE, else ./triage."
 _LANG_HELP = "Language of the output: en, ko or ja (default: $VLLM_TRIAGE_LANG, else the locale)."
@@ -228,8 +290,19 @@ def _argument(*decls: str, help: str, **attrs: Any) -> Callable[[_F], _F]:
 
 
 def _case_option(help: str) -> Callable[[_F], _F]:
-    """--case DIR: the case folder, with what the command reads from or writes into it."""
-    return click.option("--case", type=_PATH, metavar="DIR", help=f"{help} {_CASE}")
+    """--case DIR: the case folder, with what the command reads from or writes into it (kept
+    where the root's error handler finds it, to name the case in a file system's refusal)."""
+    return click.option(
+        "--case", type=_PATH, metavar="DIR", help=f"{help} {_CASE}", callback=_remember_case
+    )
+
+
+_CASE_META = "vllm_triage.case"
+
+
+def _remember_case(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    ctx.find_root().meta[_CASE_META] = value
+    return value
 
 
 def _to_format(
@@ -287,6 +360,14 @@ _registry_auth_option = click.option(
     help="Docker config.json whose auths hold credentials for a private registry "
     "(read, never written or printed).",
 )
+_registry_auth_realm_option = click.option(
+    "--registry-auth-realm",
+    "registry_auth_realms",
+    multiple=True,
+    metavar="HOST",
+    help="A token service (host or host:port) trusted with the --registry-auth credentials "
+    "besides the registry's own host and its known ones (repeatable).",
+)
 _platform_option = click.option(
     "--platform",
     metavar="OS/ARCH",
@@ -296,7 +377,11 @@ _platform_option = click.option(
 
 @contextmanager
 def _image_inputs(
-    image: str | None, image_config: Path | None, registry_auth: Path | None, platform: str | None
+    image: str | None,
+    image_config: Path | None,
+    registry_auth: Path | None,
+    platform: str | None,
+    realms: tuple[str, ...] = (),
 ) -> Iterator[tuple[Path | None, str | None]]:
     """The (image config file, image reference) a command passes on: --image resolved once
     (vllm_triage.image.image_inputs; the image package is imported only then), with a line on
@@ -306,7 +391,7 @@ def _image_inputs(
         return
     from vllm_triage.image import ImageRequest, describe, image_inputs
 
-    request = ImageRequest(image, None, registry_auth, platform)
+    request = ImageRequest(image, None, registry_auth, platform, registry_auth_realms=realms)
     with image_inputs(request) as found:
         if found.resolved is not None:
             for line in (describe(found.resolved), *found.resolved.warnings):
@@ -326,6 +411,7 @@ def _image_inputs(
     "engine or the registry (the tag only as a fallback).",
 )
 @_registry_auth_option
+@_registry_auth_realm_option
 @_platform_option
 @_format_option()
 @_lang_option("Language of the text and markdown: en, ko or ja (default: the locale).")
@@ -336,6 +422,7 @@ def compat(
     image_config: Path | None,
     image: str | None,
     registry_auth: Path | None,
+    registry_auth_realms: tuple[str, ...],
     platform: str | None,
     output_format: OutputFormat,
     lang: str | None,
@@ -349,7 +436,9 @@ def compat(
     from vllm_triage.render.markdown import compat_markdown
 
     language = resolve_language(lang)
-    with _image_inputs(None if cuda else image, image_config, registry_auth, platform) as found:
+    with _image_inputs(
+        None if cuda else image, image_config, registry_auth, platform, registry_auth_realms
+    ) as found:
         verdict = compat_verdict(CompatOptions(driver, cuda, gpu, *found))
     _emit(
         verdict,
@@ -372,7 +461,7 @@ def compat(
 @_case_option("Case folder: the bundle goes into its bundles/.")
 @click.option(
     "--timeout",
-    type=float,
+    type=_PROBE_SECONDS,
     default=10.0,
     help="Seconds the probes may take; the whole run, bundle written, ends within this plus 10 s.",
 )
@@ -471,6 +560,7 @@ def _read_text_argument(value: str | None, option: str) -> str | None:
     "the registry (the tag only as a fallback).",
 )
 @_registry_auth_option
+@_registry_auth_realm_option
 @_platform_option
 @click.option(
     "--bundle",
@@ -498,6 +588,7 @@ def diagnose(
     image_config: Path | None,
     image: str | None,
     registry_auth: Path | None,
+    registry_auth_realms: tuple[str, ...],
     platform: str | None,
     bundle: Path | None,
     case: Path | None,
@@ -520,7 +611,8 @@ def diagnose(
     language = resolve_language(lang)
     folder = case_folder(case)
     chosen = None if image_cuda else image
-    with _image_inputs(chosen, image_config, registry_auth, platform) as (config, reference):
+    inputs = _image_inputs(chosen, image_config, registry_auth, platform, registry_auth_realms)
+    with inputs as (config, reference):
         options = DiagnoseOptions(
             logs, driver, image_cuda, gpu, recipe, config, reference, bundle, folder
         )
@@ -653,7 +745,7 @@ def prefix_check(
 )
 @click.option(
     "--gpu-memory-gib",
-    type=float,
+    type=_GPU_GIB,
     metavar="GIB",
     help="One GPU's memory, for a GPU not in the table.",
 )
@@ -673,7 +765,9 @@ def prefix_check(
 @click.option("--decode-context-parallel-size", "-dcp", type=int, metavar="N")
 @click.option("--enable-expert-parallel/--no-enable-expert-parallel", default=None)
 @click.option("--max-model-len", type=int, metavar="N", help="Default: the model's own maximum.")
-@click.option("--gpu-memory-utilization", type=float, metavar="F", help="Default: 0.9, as vLLM.")
+@click.option(
+    "--gpu-memory-utilization", type=_UTILIZATION, metavar="F", help="Default: 0.9, as vLLM."
+)
 @click.option("--kv-cache-dtype", metavar="D", help="auto (the model's dtype), fp8, ...")
 @click.option("--quantization", metavar="METHOD", help="Online quantisation, e.g. fp8.")
 @click.option("--dtype", metavar="D", help="Default: auto.")
@@ -758,6 +852,7 @@ def capacity_command(
     metavar="FILE",
     help="A docker config.json for a private registry.",
 )
+@_registry_auth_realm_option
 @click.option("--recipe", help="Model recipe, e.g. kimi-k3 (default: the launch's model's).")
 @click.option("--profile", help="The recipe's serving profile (default: its default).")
 @click.option("--launch-cmd", metavar="FILE|-", help="The vLLM launch command.")
@@ -784,12 +879,15 @@ def capacity_command(
     default=Path("/"),
     help="Where the host's / is mounted (for /dev, /etc/cdi, /sys).",
 )
-@click.option("--timeout", type=float, default=15.0, help="Seconds each host command may take.")
+@click.option(
+    "--timeout", type=_PROBE_SECONDS, default=15.0, help="Seconds each host command may take."
+)
 @_format_option()
 def preflight_command(
     image: str | None,
     image_config: Path | None,
     registry_auth: Path | None,
+    registry_auth_realms: tuple[str, ...],
     recipe: str | None,
     profile: str | None,
     launch_cmd: str | None,
@@ -826,7 +924,11 @@ def preflight_command(
         host_root=host_root,
         timeout=timeout,
     )
-    result = printable(preflight(options), terminal=output_format is not OutputFormat.json)
+    from vllm_triage.image.realms import trusted_realms
+
+    with trusted_realms(registry_auth_realms):
+        checked = preflight(options)
+    result = printable(checked, terminal=output_format is not OutputFormat.json)
     if output_format is OutputFormat.json:
         print(result.model_dump_json(indent=2))
     elif output_format is OutputFormat.markdown:
@@ -895,7 +997,7 @@ def preflight_command(
 )
 @click.option(
     "--start-deadline",
-    type=float,
+    type=_RUN_SECONDS,
     default=1200.0,
     metavar="SECONDS",
     help="Per start: the most seconds until /health answers.",
@@ -1061,12 +1163,12 @@ def case_show(folder: Path | None, output_format: OutputFormat, lang: str | None
 @click.option("--api-key-env", help="Environment variable that holds --endpoint's API key.")
 @click.option(
     "--endpoint-timeout",
-    type=float,
+    type=_REQUEST_SECONDS,
     default=60.0,
     help="Seconds the short request may take, all told.",
 )
 @_case_option("Case folder: into its baselines/<label>/.")
-@click.option("--timeout", type=float, default=10.0, help="Seconds the probes may take.")
+@click.option("--timeout", type=_PROBE_SECONDS, default=10.0, help="Seconds the probes may take.")
 @click.option(
     "--host-root",
     type=_PATH,
@@ -1198,8 +1300,8 @@ class _PlanPrompt:
             if not answer.strip():
                 return None
             try:
-                return float(answer)
-            except ValueError:
+                return float(_HOURS.convert(answer, None, None))
+            except click.BadParameter:
                 click.echo(self.tr(ASK_DEADLINE_AGAIN), err=True)
         return None
 
@@ -1225,7 +1327,7 @@ class _PlanPrompt:
 )
 @click.option(
     "--deadline-hours",
-    type=click.FloatRange(min=0),
+    type=_HOURS,
     help="Recovery deadline, in hours from now.",
 )
 @click.option(
@@ -1409,7 +1511,7 @@ def record_app(
 )
 @click.option(
     "--deadline",
-    type=float,
+    type=_REQUEST_SECONDS,
     default=20.0,
     help="Seconds each registry may take to answer, all told.",
 )
@@ -1506,6 +1608,7 @@ def report(
     metavar="FILE",
     help="A docker config.json for a private registry.",
 )
+@_registry_auth_realm_option
 @click.option("--platform", help="The image's platform, e.g. linux/arm64 (default: this one's).")
 @click.option("--kube", is_flag=True, help="Read the nodes (and their GPU pods) from the cluster.")
 @click.option(
@@ -1534,7 +1637,7 @@ def report(
 )
 @click.option(
     "--stale-after",
-    type=float,
+    type=_STALE_HOURS,
     default=24.0,
     metavar="HOURS",
     help="Labels older than this are stale.",
@@ -1549,6 +1652,7 @@ def fleet_scan_command(
     image_config: Path | None,
     cuda: str | None,
     registry_auth: Path | None,
+    registry_auth_realms: tuple[str, ...],
     platform: str | None,
     kube: bool,
     kubeconfig: Path | None,
@@ -1566,7 +1670,7 @@ def fleet_scan_command(
     """For every GPU node: ready, forward_compat, needs_upgrade (to which driver) or unknown, and
     the rollout waves (a canary without GPU work first)."""
     from vllm_triage.case import Case, case_folder
-    from vllm_triage.fleet import FleetScanOptions, fleet_scan
+    from vllm_triage.fleet import FleetScanOptions, scan_fleet
     from vllm_triage.render.fleet import fleet_scan_markdown, fleet_scan_renderable
 
     options = FleetScanOptions(
@@ -1586,14 +1690,20 @@ def fleet_scan_command(
         stale_after_hours=stale_after,
         page_size=page_size,
     )
-    result = fleet_scan(options)
-    written = Case(case_folder(case)).save_artifact(
-        "fleet-scan", result, {".md": fleet_scan_markdown(result)}
+    from vllm_triage.image.realms import trusted_realms
+
+    with trusted_realms(registry_auth_realms):
+        result = scan_fleet(options)
+    written = Case(case_folder(case)).save_current(
+        "fleet-scan", result.json_chunks(), {".md": fleet_scan_markdown(result)}
     )
     # Not _emit: the scan's strings are made printable as they are read (fleet/labels.py), and a
-    # pass over 10,000 nodes to do it again would cost more than the scan's classification.
+    # pass over 10,000 nodes to do it again would cost more than the scan's classification. The
+    # JSON is written node by node: a million nodes are never one string.
     if output_format is OutputFormat.json:
-        print(result.model_dump_json(indent=2))
+        sys.stdout.flush()
+        result.write_json(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
     elif output_format is OutputFormat.markdown:
         print(fleet_scan_markdown(result), end="")
     else:
@@ -1630,7 +1740,7 @@ def fleet_scan_command(
 @click.option(
     "--keep-jobs/--no-keep-jobs", default=False, help="Leave the Jobs (their TTL is 1 h)."
 )
-@click.option("--timeout", type=float, default=900.0, help="Seconds the whole run may take.")
+@click.option("--timeout", type=_RUN_SECONDS, default=900.0, help="Seconds the whole run may take.")
 @_case_option(
     "Case folder: each host's result into its fleet/<UTC>/<host>/, the run into fleet-<kind>.json."
 )

@@ -8,8 +8,10 @@ only when the folder and the file are the user's own and nobody else may write t
 this user, no group or world write bits, no symbolic link on the last step, all checked on the
 opened descriptors): whoever could plant a file there could already change the user's own files.
 A file is also read back only under the key it was written with (what it was made from) and when
-its SHA-256 matches (a torn or damaged file is made again). Any failure means "not cached":
-a cache is never an error, and a folder that cannot be written only means redoing the work.
+its SHA-256 matches (a torn or damaged file is made again). Several processes may build the same
+file at once (a cold cache): each writes its own temporary and renames it into place, so a reader
+finds a whole file or none. Any failure means "not cached": a cache is never an error, and a
+folder that cannot be written only means redoing the work.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
-import threading
 from pathlib import Path
 
 CACHE_FOLDER_NAME = "vllm-triage"
@@ -74,7 +76,9 @@ def write_cached(name: str, key: str, payload: bytes, keep_newest: int | None = 
     folder = _open_folder(create=True)
     if folder is None:
         return
-    temporary = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    # A name no other writer has, even one in another pid namespace sharing the folder, or one
+    # killed half-way that left its temporary behind under this process's pid.
+    temporary = f".{name}.{secrets.token_hex(8)}.tmp"
     try:
         digest = hashlib.sha256(payload).hexdigest().encode()
         fd = os.open(temporary, _WRITE_FLAGS, 0o600, dir_fd=folder)

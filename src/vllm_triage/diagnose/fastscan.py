@@ -241,20 +241,27 @@ class FastFinder:
         self._hs = hyperscan
         self._database = database
         self._scratch = hyperscan.Scratch(database)
+        # the pattern whose match ended the last `first_end`
+        self.stopped_by: int | None = None
 
     @classmethod
-    def compile(cls, patterns: Mapping[int, str]) -> FastFinder | None:
+    def compile(
+        cls, patterns: Mapping[int, str], whole: frozenset[int] = frozenset()
+    ) -> FastFinder | None:
         """The finder for these patterns (by id), or None when Hyperscan is not installed, the
         CPU lacks what it needs, or a pattern cannot be rewritten or compiled (RE2 alone then).
         A database is compiled once per process and pattern list, and kept in the user's cache
-        folder for the next run (see _load and _store)."""
+        folder for the next run (see _load and _store). The patterns in `whole` are not cut to
+        their first literal run: their tail proposed too many lines that RE2 then refused."""
         try:
             import hyperscan
         except ImportError:
             return None
         ids, expressions = [], []
         for pattern_id, pattern in sorted(patterns.items()):
-            rewritten = byte_superset(from_first_literal(pattern))
+            rewritten = byte_superset(
+                pattern if pattern_id in whole else from_first_literal(pattern)
+            )
             if rewritten is None:
                 return None
             ids.append(pattern_id)
@@ -291,6 +298,7 @@ class FastFinder:
         def on_match(pattern: int, _from: int, to: int, _flags: int, _context: object) -> bool:
             if active[pattern]:
                 found.append(to)
+                self.stopped_by = pattern
                 return True  # stop the scan here
             return False
 
@@ -310,8 +318,9 @@ class FastCompile:
     compiles): meanwhile the reading thread reads ahead, or, after a restart in the log, RE2
     searches on."""
 
-    def __init__(self, patterns: Mapping[int, str]):
+    def __init__(self, patterns: Mapping[int, str], whole: frozenset[int] = frozenset()):
         self._patterns = dict(patterns)
+        self._whole = whole
         self._result: FastFinder | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hyperscan-compile", daemon=True)
@@ -319,7 +328,7 @@ class FastCompile:
 
     def _run(self) -> None:
         try:
-            self._result = FastFinder.compile(self._patterns)
+            self._result = FastFinder.compile(self._patterns, self._whole)
         finally:
             self._done.set()
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import re2
 
+from vllm_triage.diagnose.literals import group_literals
 from vllm_triage.diagnose.newlines import NewlineCounter, block_counter, count_newlines
 from vllm_triage.diagnose.readahead import ReadAhead, read_ahead
 from vllm_triage.errors import InputError
@@ -37,6 +38,11 @@ TAIL_LINES = 8
 # are left to search.
 RECOMPILE_MIN_BYTES = 1 << 20
 RECOMPILE_AFTER_REFUSED = 64
+# A pattern whose Hyperscan tail (fastscan.from_first_literal) proposed this many lines that RE2
+# refused is compiled whole into a new database (on dense input each refusal costs a scan call);
+# at most MAX_REFINED_DATABASES times per scan.
+REFINE_AFTER_REFUSED = 64
+MAX_REFINED_DATABASES = 3
 # Inputs larger than this are read ahead by other threads and searched with Hyperscan (its
 # database takes a few tenths of a second to compile: not worth it for a small log).
 PARALLEL_MIN_BYTES = 8 << 20
@@ -46,6 +52,9 @@ AHEAD_BLOCK_SIZE = 2 << 20
 # How many blocks the reading thread may have ready.
 AHEAD_DEPTH = 4
 _BINARY_PROBE = 8192
+# The characters of a token a secret may be (base64, base64url, hex, ids, user:password pieces).
+_TOKEN_CHAR = re.compile(r"[A-Za-z0-9+/=_.~@%-]")
+_TOKEN_PAIR = re.compile(r"[A-Za-z0-9+/=_.~@%-]{2}")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|#033\[[0-9;]*m")
 _PREFIXES = (
@@ -120,8 +129,19 @@ def normalize(raw: bytes, number: int) -> LogLine:
         level = _GLOG_LEVELS[match.group("level")]
         text = text[match.end() :]
     if len(display) > EVIDENCE_CHARS:
-        display = display[: EVIDENCE_CHARS - 1] + "…"
+        display = _cut(display, EVIDENCE_CHARS - 1) + "…"
     return LogLine(number, text.strip(), display, process, level)
+
+
+def _cut(text: str, size: int) -> str:
+    """The first `size` characters, less a token the cut would split: half a secret would show,
+    and no redaction rule knows half a secret's shape."""
+    if text[size - 1 : size + 1].isascii() and _TOKEN_PAIR.fullmatch(text[size - 1 : size + 1]):
+        start = size - 1
+        while start > 0 and _TOKEN_CHAR.fullmatch(text[start - 1]):
+            start -= 1
+        return text[:start]
+    return text[:size]
 
 
 def _raw(pattern: str) -> str:
@@ -197,8 +217,14 @@ class Prefilter:
         self._compiling: FastCompile | None = None
         self._compiling_keys: frozenset[str] = frozenset()
         self._broken = False
+        # per pattern: lines its Hyperscan tail proposed that RE2 refused; the ones compiled whole
+        self._tail_refused: dict[int, int] = {}
+        self._whole: frozenset[int] = frozenset()
+        self._refined = 0
         self._view: memoryview | None = None
         self._view_of: bytes | None = None
+        # switched-off groups whose last line is still wanted: their literals and RE2 pattern
+        self._tracked: dict[str, tuple[tuple[bytes, ...], Any]] = {}
 
     @property
     def active(self) -> bool:
@@ -231,9 +257,52 @@ class Prefilter:
             for index in self._indexes.get(key, ()):
                 self._on[index] = False
 
+    def track(self, key: str) -> bool:
+        """Stop proposing the lines of an active group but still find its last line in each
+        block (`last_tracked`); False (and nothing changed) when its patterns lack the literals
+        that search needs."""
+        if key not in self._active:
+            return False
+        literals = group_literals(self._groups[key])
+        if literals is None:
+            return False
+        pattern = "|".join(f"(?:{p})" for p in self._groups[key])
+        self._tracked[key] = (literals, re2.compile(_raw(pattern), _re2_options()))
+        self.deactivate(key)
+        return True
+
+    @property
+    def tracked(self) -> frozenset[str]:
+        """The groups switched off whose last line is still found."""
+        return frozenset(self._tracked)
+
+    def last_tracked(self, buf: bytes, lo: int, hi: int) -> list[tuple[str, int, int]]:
+        """(group, start, index of its newline) of the last line in buf[lo:hi], a run of whole
+        lines, in which RE2 finds a pattern of each tracked group (seen through its first
+        MAX_LINE_BYTES bytes, as `wanted`); a group with no such line is left out. Searched from
+        the end with `bytes.rfind` for the group's literals, each line found confirmed by RE2."""
+        found = []
+        for key, (literals, regex) in self._tracked.items():
+            end = hi
+            while end > lo:
+                at = max(buf.rfind(literal, lo, end) for literal in literals)
+                if at < 0:
+                    break
+                start = buf.rfind(b"\n", lo, at) + 1 or lo
+                stop = buf.find(b"\n", at, hi)
+                if regex.search(buf[start : min(stop, start + MAX_LINE_BYTES)]) is not None:
+                    found.append((key, start, stop))
+                    break
+                end = start
+        return found
+
     def activate(self, keys: Iterable[str]) -> None:
-        """Look for these groups again (the start-up milestones after a restart)."""
-        added = (set(keys) & set(self._groups)) - self._active
+        """Look for these groups again (the start-up milestones after a restart); a tracked one
+        is no longer tracked."""
+        keys = set(keys)
+        for key in keys:
+            self._tracked.pop(key, None)
+        added = (keys & set(self._groups)) - self._active
         if added:
             self._active |= added
             for key in added:
@@ -253,7 +322,7 @@ class Prefilter:
 
         if self._compiling is None and self._fast is None and self._active and not self._broken:
             chosen = {i: self._patterns[i] for i, on in enumerate(self._on) if on}
-            self._compiling = FastCompile(chosen)
+            self._compiling = FastCompile(chosen, self._whole)
             self._compiling_keys = frozenset(self._active)
         if wait and self._compiling is not None:
             self._compiling.result(wait=True)
@@ -309,8 +378,29 @@ class Prefilter:
                 return None
             if self.wanted(buf[line[0] : line[1]]):
                 return line
+            if fast.stopped_by is not None:
+                self._refine(fast.stopped_by)
+                if self._fast is None:
+                    return self._next_re2(buf, line[1] + 1, end)
             position = line[1] + 1
         return None
+
+    def _refine(self, pattern: int) -> None:
+        """Count a line that a pattern's Hyperscan tail proposed and RE2 refused; past
+        REFINE_AFTER_REFUSED, compile a database with that pattern whole (RE2 meanwhile)."""
+        refused = self._tail_refused[pattern] = self._tail_refused.get(pattern, 0) + 1
+        if (
+            refused >= REFINE_AFTER_REFUSED
+            and pattern not in self._whole
+            and self._refined < MAX_REFINED_DATABASES
+            and self._compiling is None
+        ):
+            self._refined += 1
+            self._whole = self._whole | {
+                i for i, n in self._tail_refused.items() if n >= REFINE_AFTER_REFUSED // 2
+            }
+            self._fast = None
+            self.prepare_fast()
 
     def _regex_for(self, remaining: int) -> Any:
         """The combined pattern of the active groups. After groups were switched off, the one
@@ -373,12 +463,16 @@ class LogScanner:
         *,
         fast: bool | None = None,
         reading_ahead: Callable[[], None] | None = None,
+        tracked: Callable[[str, int, bytes], None] | None = None,
     ):
         self._stream = stream
         self._prefilter = prefilter
         # called when the search reaches the blocks read ahead: both threads are busy from then on
         # (a helper hashing the input ahead stops, see inputs.Fingerprint)
         self._reading_ahead = reading_ahead
+        # called at the end of each block with (group, line number, raw line) for the last line
+        # of each group the prefilter tracks (see Prefilter.track)
+        self._tracked = tracked
         # None: Hyperscan and the read-ahead thread for large inputs only; True: both from the
         # start (tests); False: neither
         self._fast = fast
@@ -488,10 +582,20 @@ class LogScanner:
                     yield self.lines_read + before + 1, line
                 if lines is None:
                     lines = before + self._count(buf, counted_to, hi)
+                if self._tracked is not None and prefilter.tracked:
+                    self._report_tracked(buf, lo, hi, lines)
                 self.lines_read += lines
                 self._remember_tail(buf, lo, hi)
         finally:
             prefilter.release()
+
+    def _report_tracked(self, buf: bytes, lo: int, hi: int, lines: int) -> None:
+        """Hand over the last line of each tracked group in buf[lo:hi] (the block just searched,
+        `lines` lines), numbered by counting back from the block's end."""
+        assert self._tracked is not None
+        for key, start, stop in self._prefilter.last_tracked(buf, lo, hi):
+            number = self.lines_read + lines - self._count(buf, stop + 1, hi)
+            self._tracked(key, number, buf[start : min(stop, start + MAX_LINE_BYTES)])
 
     def _remember_tail(self, buf: bytes, lo: int, hi: int) -> None:
         pieces: list[bytes] = []

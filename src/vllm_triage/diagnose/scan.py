@@ -26,6 +26,13 @@ MAX_QUIET_MATCHES = 200
 MAX_COUNTED_PER_RULE = 1000
 # Access-log lines are counted up to this many per file; past it the counts are lower bounds.
 MAX_REQUEST_LINES = 2_000
+# A start-up milestone of the first phase is looked for again and again (a later one after the
+# server went further is a restart). Within one attempt, after this many lines of it it is no
+# longer proposed line by line: its last line is still found at each block's end (the last
+# milestone the log shows stays exact) until the attempt goes further or a restart comes.
+MAX_MILESTONE_SIGHTINGS = 16
+# Distinct values kept per fact rule and file (the diagnosis reads the first of each value).
+MAX_FACT_VALUES = 8
 # A serving-loop frame or a request line this close after an error puts the error after start
 # (a traceback prints the error first and the API server's reaction after it).
 CONTEXT_AFTER_LINES = 40
@@ -123,6 +130,11 @@ class _Scan:
         self.requests = Requests()
         self.request_lines = 0
         self.facts: list[Fact] = []
+        self.fact_values: dict[str, set[str]] = {}
+        # lines of each first-phase milestone seen in this attempt (see MAX_MILESTONE_SIGHTINGS)
+        self.sightings: dict[str, int] = {}
+        self.by_key = {f"ms:{m.milestone.id}": m for m in compiled.milestones}
+        self.ranks = {m.milestone.id: m.rank for m in compiled.milestones}
 
     def evidence(self, line: LogLine) -> Evidence:
         return Evidence(file=self.name, line=line.number, text=line.display)
@@ -154,11 +166,22 @@ class _Scan:
             self._hit(rule, line)
 
     def _milestone(self, milestone: CompiledMilestone, line: LogLine) -> None:
+        key = f"ms:{milestone.milestone.id}"
+        went_on = self.tracker.phase in (None, "before_weights")
         if self.tracker.see(milestone, line, self.name):
-            self.prefilter.activate(f"ms:{m.milestone.id}" for m in self.compiled.milestones)
+            self.prefilter.activate(self.by_key)
             self.pending.clear()
+            self.sightings.clear()
         elif milestone.milestone.phase != "before_weights":
-            self.prefilter.deactivate(f"ms:{milestone.milestone.id}")
+            self.prefilter.deactivate(key)
+            if went_on and self.sightings:
+                # past the first phase a first-phase milestone is a restart: look for it again
+                self.prefilter.activate(self.prefilter.tracked & set(self.by_key))
+                self.sightings.clear()
+        elif self.tracker.phase == "before_weights":
+            seen = self.sightings[key] = self.sightings.get(key, 0) + 1
+            if seen >= MAX_MILESTONE_SIGHTINGS:
+                self.prefilter.track(key)
         if milestone.milestone.phase == "after_start":
             for hit in self.pending:
                 if line.number - hit.first_line <= CONTEXT_AFTER_LINES:
@@ -197,10 +220,26 @@ class _Scan:
             for rule in self.compiled.requests:
                 self.prefilter.deactivate(f"req:{rule.rule.id}")
 
+    def tracked(self, key: str, number: int, raw: bytes) -> None:
+        """The last line of a milestone no longer proposed line by line, in the block just read:
+        the last milestone the log shows when no proposed one came after it."""
+        milestone = self.by_key.get(key)
+        last = self.tracker.last
+        if milestone is None:
+            return
+        # a line that shows two milestones counts as the later one (as `matches` orders them)
+        if last is None or (number, milestone.rank) > (last[1].line, self.ranks[last[0]]):
+            line = normalize(raw, number)
+            self.tracker.last = (milestone.milestone.id, self.evidence(line))
+
     def _fact(self, index: int, line: LogLine) -> None:
         rule = self.compiled.facts[index]
         value = decode_fact(rule.rule.decode, rule.reader.value(line))
-        if value is not None:
+        # the diagnosis reads the first line of each value (FactSet): a value read again is
+        # not kept, and a rule keeps at most MAX_FACT_VALUES values
+        values = self.fact_values.setdefault(rule.rule.id, set())
+        if value is not None and value not in values and len(values) < MAX_FACT_VALUES:
+            values.add(value)
             self.facts.append(
                 Fact(key=rule.rule.key, value=value, source="log", evidence=self.evidence(line))
             )
@@ -261,7 +300,9 @@ def scan_log(
     the access-log requests and the facts the log states. `reading_ahead` is called when a large
     log's search reaches the blocks another thread reads ahead (see LogScanner)."""
     state = _Scan(name, compiled_knowledge(kb))
-    scanner = LogScanner(stream, state.prefilter, reading_ahead=reading_ahead)
+    scanner = LogScanner(
+        stream, state.prefilter, reading_ahead=reading_ahead, tracked=state.tracked
+    )
     for number, raw in scanner.candidates():
         state.line(normalize(raw, number))
     return state.result(scanner)

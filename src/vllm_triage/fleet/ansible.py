@@ -9,11 +9,18 @@ virtual environment names that environment's python.
 
 A host that cannot be reached, or whose command fails, is reported as such; the other hosts'
 results are gathered all the same (the play never stops at the first failure).
+
+Nothing from the user is templated on the controller: the remote command's arguments and the
+case's path reach the play as `!unsafe` text, `--limit` goes to ansible-playbook's command line
+(and holds only pattern characters), and an inventory (or its group_vars / host_vars) holding a
+Jinja template anywhere is refused before Ansible reads it. Bundles are fetched into a staging
+folder named by a hash of the host; fleet/run.py moves them under the host's safe folder.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -33,9 +40,28 @@ CLEAN_TASK = "remove the work folder"
 DEFAULT_FORKS = 10
 # Ansible's default ssh_args, but with no master connection persisting after the run.
 SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=no"
-# The host's folder in the case, as fleet/run.py names it.
-HOST_FOLDER = "inventory_hostname | regex_replace('[^A-Za-z0-9._-]+', '_')"
+# Where a host's fetched bundle lands before fleet/run.py moves it under the host's folder.
+STAGING_FOLDER = ".incoming"
 DEFAULT_CONNECT_TIMEOUT = 10
+# Ansible host patterns: names, groups, `:` `,` `&` `!`, wildcards, `~regex`, `[0:3]`. No
+# braces, quotes, `%`, `#`, `@file` or spaces: nothing Jinja or the shell could read.
+_LIMIT = re.compile(r"[A-Za-z0-9_.:,&!*?\[\]~^$()|+-]{1,1000}")
+_JINJA = ("{{", "{%", "{#")
+MAX_VARS_FILES = 1000
+MAX_VARS_FILE_BYTES = 16 * 1024**2
+
+
+class Unsafe(str):
+    """Text Ansible must never template: written into the play as `!unsafe`."""
+
+
+class _PlayDumper(yaml.SafeDumper):
+    """The play's YAML, with Unsafe strings tagged `!unsafe`."""
+
+
+_PlayDumper.add_representer(
+    Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value))
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +90,7 @@ def playbook(run: AnsibleRun) -> list[dict[str, Any]]:
         "--timeout",
         f"{run.remote_timeout:g}",
         "--",
-        *run.arguments,
+        *(Unsafe(argument) for argument in run.arguments),
     ]
     envelope = "(vllm_triage_run.stdout | from_json)"
     tasks: list[dict[str, Any]] = [
@@ -82,7 +108,7 @@ def playbook(run: AnsibleRun) -> list[dict[str, Any]]:
                 "when": f"{envelope}.archive is string",
                 "ansible.builtin.fetch": {
                     "src": f"{{{{ {envelope}.archive }}}}",
-                    "dest": f"{run.fetch_into}/{{{{ {HOST_FOLDER} }}}}/",
+                    "dest": "{{ vllm_triage_staging }}/{{ inventory_hostname | hash('sha1') }}/",
                     "flat": True,
                     "fail_on_missing": True,
                 },
@@ -100,8 +126,9 @@ def playbook(run: AnsibleRun) -> list[dict[str, Any]]:
     return [
         {
             "name": f"vllm-triage fleet run {run.kind}",
-            "hosts": run.limit or "all",
+            "hosts": "all",
             "gather_facts": False,
+            "vars": {"vllm_triage_staging": Unsafe(run.fetch_into / STAGING_FOLDER)},
             "tasks": tasks,
         }
     ]
@@ -182,15 +209,20 @@ def run_ansible(run: AnsibleRun) -> tuple[list[HostOutcome], list[str]]:
     inventory = run.inventory.resolve()
     if not inventory.is_file():
         raise InputError(f"{display_name(run.inventory)}: no such inventory file")
+    check_limit(run.limit)
+    check_inventory(inventory, display_name(run.inventory))
     gathered = _Gathered()
     with tempfile.TemporaryDirectory(prefix="vllm-triage-ansible-") as private:
         project = Path(private) / "project"
         project.mkdir()
-        (project / "fleet.yml").write_text(yaml.safe_dump(playbook(run), sort_keys=False))
+        (project / "fleet.yml").write_text(
+            yaml.dump(playbook(run), Dumper=_PlayDumper, sort_keys=False)
+        )
         result = ansible_runner.run(
             private_data_dir=private,
             playbook="fleet.yml",
             inventory=str(inventory),
+            limit=run.limit,
             forks=run.forks,
             quiet=True,
             timeout=int(run.timeout),
@@ -221,6 +253,48 @@ def run_ansible(run: AnsibleRun) -> tuple[list[HostOutcome], list[str]]:
                 + (f": {stdout}" if stdout else "")
             )
     return list(gathered.outcomes.values()), notes
+
+
+def check_limit(limit: str | None) -> None:
+    """Refuse a --limit that is not a plain Ansible host pattern."""
+    if limit is not None and not _LIMIT.fullmatch(limit):
+        raise InputError(
+            "--limit: use host and group names with Ansible's pattern characters "
+            "(: , & ! * ? ~ [ ]); no braces, quotes, spaces or @file"
+        )
+
+
+def check_inventory(inventory: Path, what: str) -> None:
+    """Refuse an inventory Ansible would template or could not expand in bounded memory: a Jinja
+    template in the file or in the group_vars / host_vars beside it (Ansible trusts inventory
+    text, and would run its lookups on the controller), or more hosts and groups than
+    fleet/inventory.py's bounds."""
+    from vllm_triage.fleet.inventory import read_inventory
+
+    files = [inventory]
+    for folder in ("group_vars", "host_vars"):
+        beside = inventory.parent / folder
+        if beside.is_dir():
+            files += sorted(path for path in beside.rglob("*") if path.is_file())[
+                : MAX_VARS_FILES + 1
+            ]
+    if len(files) > MAX_VARS_FILES:
+        raise InputError(f"{what}: more than {MAX_VARS_FILES} group_vars / host_vars files")
+    for path in files:
+        name = display_name(path)
+        with path.open("rb") as stream:
+            data = stream.read(MAX_VARS_FILE_BYTES + 1)
+        if len(data) > MAX_VARS_FILE_BYTES:
+            raise InputError(f"{name}: larger than {MAX_VARS_FILE_BYTES // 1024**2} MiB; not read")
+        text = data.decode("utf-8", "replace")
+        for marker in _JINJA:
+            if marker in text:
+                line = text.count("\n", 0, text.index(marker)) + 1
+                raise InputError(
+                    f"{name}:{line}: a Jinja template ({marker}); fleet run gives Ansible no "
+                    "templates from its inputs (write the value itself)"
+                )
+    read_inventory(inventory)
 
 
 def _read_stdout(result: Any) -> str:

@@ -12,18 +12,24 @@ import contextlib
 import gc
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vllm_triage.errors import InputError
 from vllm_triage.fleet.classify import Classifier
-from vllm_triage.fleet.labels import NodeFacts, gpu_work, printable_text
+from vllm_triage.fleet.labels import gpu_work, printable_text
 from vllm_triage.fleet.models import STATUSES, FleetScan
+from vllm_triage.fleet.output import ScannedFleet
 from vllm_triage.fleet.waves import plan_waves
 from vllm_triage.image.config import ImageCuda
+from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.models import InputFile
+
+if TYPE_CHECKING:
+    from vllm_triage.fleet.sources import Nodes
 
 DEFAULT_WAVE_SIZE = 10
 DEFAULT_STALE_AFTER_HOURS = 24.0
@@ -114,9 +120,7 @@ def _check_sources(options: FleetScanOptions) -> None:
         raise InputError("--stale-after must be a positive number of hours")
 
 
-def _from_kube(
-    options: FleetScanOptions, notes: list[str]
-) -> tuple[Iterable[NodeFacts], int, str, bool]:
+def _from_kube(options: FleetScanOptions, notes: list[str]) -> tuple[Nodes, str, bool]:
     from vllm_triage.fleet.kube import (
         KubeError,
         KubeTarget,
@@ -124,7 +128,7 @@ def _from_kube(
         list_nodes,
         list_running_pods,
     )
-    from vllm_triage.fleet.sources import nodes_from_items
+    from vllm_triage.fleet.sources import Nodes, nodes_from_items
 
     client = api_client(KubeTarget(options.kubeconfig, options.context))
     with client:
@@ -136,7 +140,7 @@ def _from_kube(
             busy = None
     where = f"Kubernetes ({'context ' + options.context if options.context else 'current context'}"
     where += f", selector {options.selector})" if options.selector else ")"
-    return nodes_from_items(items, busy), len(items), where, busy is not None
+    return Nodes(nodes_from_items(items, busy), "nodes", len(items)), where, busy is not None
 
 
 @contextlib.contextmanager
@@ -154,36 +158,36 @@ def _gc_paused() -> Iterator[None]:
 
 
 def fleet_scan(options: FleetScanOptions, *, kb: KnowledgeBase | None = None) -> FleetScan:
-    """Every GPU node's status for the image, and the rollout waves."""
+    """Every GPU node's status for the image, and the rollout waves, as the artifact."""
+    return scan_fleet(options, kb=kb).artifact()
+
+
+def scan_fleet(options: FleetScanOptions, *, kb: KnowledgeBase | None = None) -> ScannedFleet:
+    """fleet_scan, the nodes kept as records: what the command writes out node by node."""
     _check_sources(options)
     with _gc_paused():
         return _scan(options, kb)
 
 
-def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> FleetScan:
+def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> ScannedFleet:
     from vllm_triage.fleet import sources
 
     kb = kb or load_knowledge()
     image, pinned, notes = image_cuda(kb, options)
     made_from: list[InputFile] = []
-    facts: Iterable[NodeFacts]
+    found: Nodes
     if options.inventory is not None:
-        facts, total, made = sources.nodes_from_inventory(options.inventory)
-        made_from.append(made)
-        source, known_work = f"inventory {made.name}", True
-        listed = "hosts"
+        found = sources.nodes_from_inventory(options.inventory)
+        source, known_work = f"inventory {found.made_from[0].name}", True
     elif options.nodes is not None:
         busy = None
         if options.pods is not None:
             busy, made = sources.gpu_pods_from_file(options.pods)
             made_from.append(made)
-        facts, total, made = sources.nodes_from_file(options.nodes, busy)
-        made_from.insert(0, made)
-        source, known_work = f"node list {made.name}", busy is not None
-        listed = "nodes"
+        found = sources.nodes_from_file(options.nodes, busy)
+        source, known_work = f"node list {display_name(options.nodes)}", busy is not None
     else:
-        facts, total, source, known_work = _from_kube(options, notes)
-        listed = "nodes"
+        found, source, known_work = _from_kube(options, notes)
     classifier = Classifier(
         kb,
         image.cuda,
@@ -191,7 +195,9 @@ def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> FleetScan:
         options.now if options.now is not None else time.time(),
         options.stale_after_hours,
     )
-    nodes = [classifier.node(fact) for fact in facts]
+    nodes = [classifier.node(fact) for fact in found.facts]
+    made_from[:0] = found.made_from
+    total, listed = found.total, found.listed
     if len(nodes) < total:
         notes.append(f"{total - len(nodes)} of {total} {listed} have no NVIDIA GPU: not scanned")
     if not nodes:
@@ -209,17 +215,17 @@ def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> FleetScan:
             f"{stale} node(s) have GPU Feature Discovery labels older than "
             f"{options.stale_after_hours:g} hours: their driver may have changed since"
         )
-    scan = FleetScan(
+    header = FleetScan(
         image=printable_text(options.image) if options.image else None,
         image_pinned=pinned,
         cuda=str(image.cuda),
         cuda_source=printable_text(image.how),
         require=printable_text(image.require) if image.require else None,
         source=printable_text(source),
-        nodes=nodes,
+        nodes=[],
         waves=waves,
         wave_size=options.wave_size,
         counts={status: counted.get(status, 0) for status in STATUSES},
         notes=[printable_text(note) for note in notes + wave_notes],
     )
-    return scan.stamped(made_from)
+    return ScannedFleet(header.stamped(made_from), nodes)

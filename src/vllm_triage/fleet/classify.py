@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from vllm_triage.diagnose.threshold import check_compat
 from vllm_triage.errors import InputError
 from vllm_triage.fleet.labels import NodeFacts
-from vllm_triage.fleet.models import FleetNode, NodeStatus
+from vllm_triage.fleet.models import NodeRecord, NodeStatus
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.knowledge.schema import gpu_name_key
 from vllm_triage.models import CompatVerdict
@@ -83,6 +83,13 @@ class Classifier:
     _verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
     _gpu_keys: dict[str, tuple[str, bool]] = field(default_factory=dict)
     _native_min: str | None = None
+    _shared: dict[str, str] = field(default_factory=dict)
+    _ages: dict[float, float] = field(default_factory=dict)
+
+    def _one(self, text: str | None) -> str | None:
+        """One string object for every node with this driver, product, ceiling or reason: a
+        million nodes share a few hundred of them."""
+        return None if text is None else self._shared.setdefault(text, text)
 
     def _gpu(self, product: str | None) -> tuple[str, bool]:
         """The GPU's table key (SHARED / MIG forms of one model share it) and whether the table
@@ -145,10 +152,9 @@ class Classifier:
             self._verdicts[key] = cached
         return cached
 
-    def node(self, facts: NodeFacts) -> FleetNode:
-        """One node's entry. Its eleven scalar fields are validated as it is made: 6 us a node
-        with pydantic-core, less than model_construct takes (15 us, a Python loop); the node's
-        input object (12 KB of JSON) is never validated."""
+    def node(self, facts: NodeFacts) -> NodeRecord:
+        """One node's entry, as a tuple: its fields come from this module and fleet/labels.py
+        (already printable and typed); the model is made from it only for the artifact."""
         if facts.driver is not None:
             verdict = self.verdict(facts.driver, facts.gpu)
         elif facts.ceiling is not None:
@@ -167,24 +173,25 @@ class Classifier:
         age = stale = None
         if facts.timestamp is not None:
             age = round(max(self.now - facts.timestamp, 0.0) / HOUR, 1)
+            age = self._ages.setdefault(age, age)
             stale = age > self.stale_after_hours
             if stale:
                 reason += (
                     f"; labels {_age_words(age)} old (nvidia.com/gfd.timestamp): GPU Feature "
                     "Discovery may have stopped, re-check the driver"
                 )
-        return FleetNode(
-            name=facts.name,
-            status=verdict.status,
-            driver=facts.driver,
-            min_driver=verdict.min_driver,
-            reason=reason,
-            gpu=facts.gpu,
-            gpu_count=facts.gpu_count,
-            cuda_ceiling=facts.ceiling or verdict.ceiling,
-            labels_age_hours=age,
-            stale=bool(stale),
-            gpu_pods=facts.gpu_pods,
+        return NodeRecord(
+            facts.name,
+            verdict.status,
+            self._one(facts.driver),
+            verdict.min_driver,
+            self._shared.setdefault(reason, reason),
+            self._one(facts.gpu),
+            facts.gpu_count,
+            self._one(facts.ceiling) or verdict.ceiling,
+            age,
+            bool(stale),
+            facts.gpu_pods,
         )
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_triage.errors import InputError
 from vllm_triage.fleet.envelope import HostOutcome, envelope_from_text
 from vllm_triage.fleet.kube import KubeError, api_error, status_message
-from vllm_triage.fleet.sources import parse_large_json
+from vllm_triage.fleet.stream import parse_large_json
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_triage.errors import InputError
-from vllm_triage.fleet.sources import parse_large_json
+from vllm_triage.fleet.stream import parse_large_json
 from vllm_triage.safejson import parse_json
 
 if TYPE_CHECKING:

@@ -3,7 +3,9 @@ the rest) and `fleet run` (the tool run on many hosts through Kubernetes Jobs or
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -47,6 +49,75 @@ class FleetNode(Artifact):
     gpu_pods: int | None = Field(
         default=None, description="running pods requesting nvidia.com/gpu (None: not known)"
     )
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    """A FleetNode's fields (same names, same order) in a slotted object: what a scan keeps per
+    node, a tenth of the model's memory, and written by orjson as it is (fleet/output.py)."""
+
+    name: str
+    status: NodeStatus
+    driver: str | None
+    min_driver: str | None
+    reason: str
+    gpu: str | None
+    gpu_count: int | None
+    cuda_ceiling: str | None
+    labels_age_hours: float | None
+    stale: bool
+    gpu_pods: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class NodeView(Protocol):
+    """What the waves and the renderings read of a node: a FleetNode or a NodeRecord."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def status(self) -> NodeStatus: ...
+    @property
+    def driver(self) -> str | None: ...
+    @property
+    def min_driver(self) -> str | None: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def gpu(self) -> str | None: ...
+    @property
+    def gpu_count(self) -> int | None: ...
+    @property
+    def stale(self) -> bool: ...
+    @property
+    def gpu_pods(self) -> int | None: ...
+
+
+class ScanView(Protocol):
+    """What the renderings read of a scan: a FleetScan, or a streamed scan (fleet/output.py)."""
+
+    @property
+    def image(self) -> str | None: ...
+    @property
+    def image_pinned(self) -> str | None: ...
+    @property
+    def cuda(self) -> str: ...
+    @property
+    def cuda_source(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def nodes(self) -> Sequence[NodeView]: ...
+    @property
+    def waves(self) -> list[list[str]]: ...
+    @property
+    def wave_size(self) -> int: ...
+    @property
+    def counts(self) -> dict[str, int]: ...
+    @property
+    def notes(self) -> list[str]: ...
 
 
 class FleetScan(CaseArtifact):

@@ -16,6 +16,7 @@ import binascii
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -27,11 +28,11 @@ from vllm_triage.case import stamp
 from vllm_triage.errors import InputError
 from vllm_triage.fleet.envelope import HostOutcome
 from vllm_triage.fleet.models import FleetRun
+from vllm_triage.fleet.names import host_folders
 from vllm_triage.inputs import display_name
 
 Kind = Literal["preflight", "collect"]
 FLEET_FOLDER = "fleet"
-_HOST_FOLDER = re.compile(r"[^A-Za-z0-9._-]+")
 # Arguments fleet run sets itself (the remote side adds them): refused when given.
 _OWN_ARGUMENTS = ("--format", "--case")
 
@@ -78,10 +79,6 @@ def _check(options: FleetRunOptions) -> None:
         raise InputError("fleet run: timeouts must be positive")
 
 
-def _host_folder(host: str) -> str:
-    return _HOST_FOLDER.sub("_", host).strip("._")[:100] or "host"
-
-
 def _write(path: Path, data: bytes) -> None:
     """Write a file atomically (a temporary file beside it, then a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,10 +92,19 @@ def _write(path: Path, data: bytes) -> None:
         raise
 
 
-def _keep(outcome: HostOutcome, kind: str, folder: Path, case: Path) -> list[str]:
-    """Write the host's result into the case; the files, relative to the case."""
+_BUNDLE_NAME = re.compile(r"bundle-[0-9A-Za-z]+\.tar\.gz")
+
+
+def _bundle_name(name: str) -> str:
+    """A bundle's file name from a host (its own choice) as one of ours."""
+    name = Path(name).name
+    return name if _BUNDLE_NAME.fullmatch(name) else "bundle.tar.gz"
+
+
+def _keep(outcome: HostOutcome, kind: str, target: Path, case: Path) -> list[str]:
+    """Write the host's result into its folder of the case (fetched files are moved there
+    from the staging folder); the files, relative to the case."""
     files: list[Path] = []
-    target = folder / _host_folder(outcome.host)
     if outcome.result is not None:
         path = target / f"{kind}.json"
         _write(path, (json.dumps(outcome.result, indent=2) + "\n").encode())
@@ -109,14 +115,16 @@ def _keep(outcome: HostOutcome, kind: str, folder: Path, case: Path) -> list[str
         except (binascii.Error, ValueError):
             outcome.state, outcome.error = "failed", "the bundle in the pod's log is not base64"
         else:
-            name = Path(outcome.archive or "").name
-            if not re.fullmatch(r"bundle-[0-9A-Za-z]+\.tar\.gz", name):
-                name = "bundle.tar.gz"
-            path = target / name
+            path = target / _bundle_name(outcome.archive or "")
             _write(path, data)
             files.append(path)
         outcome.archive_base64 = None
-    files += outcome.fetched
+    for fetched in outcome.fetched:
+        if fetched.is_file() and not fetched.is_symlink():
+            target.mkdir(parents=True, exist_ok=True)
+            path = target / _bundle_name(fetched.name)
+            os.replace(fetched, path)
+            files.append(path)
     return [
         display_name(path.relative_to(case) if path.is_relative_to(case) else path)
         for path in files
@@ -152,9 +160,15 @@ def fleet_run(options: FleetRunOptions) -> FleetRun:
         engine = "ansible"
     root = case.resolve()
     hosts = []
+    folders = host_folders(outcome.host for outcome in outcomes)
     for outcome in sorted(outcomes, key=lambda o: o.host):
-        files = _keep(outcome, options.kind, folder.resolve(), root)
+        target = folder.resolve() / folders[outcome.host]
+        files = _keep(outcome, options.kind, target, root)
         hosts.append(outcome.artifact(files))
+    if not options.kube:
+        from vllm_triage.fleet.ansible import STAGING_FOLDER
+
+        shutil.rmtree(folder / STAGING_FOLDER, ignore_errors=True)
     counted = Counter(host.state for host in hosts)
     run = FleetRun(
         kind=options.kind,

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vllm_triage.fleet.models import FleetNode
+from vllm_triage.fleet.models import NodeView
 
 CHANGED = ("needs_upgrade", "forward_compat")
 
 
-def plan_waves(nodes: Sequence[FleetNode], wave_size: int) -> tuple[list[list[str]], list[str]]:
+def plan_waves(nodes: Sequence[NodeView], wave_size: int) -> tuple[list[list[str]], list[str]]:
     """The waves (node names) and notes on what the plan could not avoid."""
     if wave_size < 1:
         raise ValueError("wave_size must be at least 1")

@@ -9,7 +9,10 @@ Public API (stable; preflight and fleet call it):
 `docker image inspect` output, wins over everything), registry_auth (a docker config.json for
 private registries), platform ("linux/amd64"; default this host's), ca_file, lookup (the
 sources after the file: "engine", "registry", "tag"; default $VLLM_TRIAGE_IMAGE_LOOKUP, else all),
-timeout (seconds for the engine and for the registry), engine_path (PATH for docker / podman).
+timeout (seconds for the engine and for the registry), engine_path (PATH for docker / podman),
+registry_auth_realms (token service hosts trusted with the credentials besides the registry's own
+host and the known pairings of data/registry_realms.yaml; any other realm is asked anonymously
+and a warning names it).
 
 `ResolvedImage` (pydantic, embeddable in JSON output): source ("file" | "engine" | "registry" |
 "tag") and source_detail; registry, repository, tag; digest (what the reference resolves to: a

@@ -10,8 +10,10 @@ Limits on everything a registry sends: one total deadline for the whole resoluti
 request's timeout is what is left of it, and a body that drips is cut when it runs out), a size
 cap on every body read, at most five redirects, never from HTTPS to HTTP. Credentials go only to
 the registry's own host (a redirect elsewhere, where registries keep their blobs, is followed
-without them) or to its token service, and only over HTTPS (plain HTTP only to this machine, as
-Docker allows for localhost). Every digest is checked: the manifest's against the one asked for
+without them, and a token request that carries a secret in its body is not redirected elsewhere)
+or to a token service `vllm_triage.image.realms` trusts, and only over HTTPS (plain HTTP only to
+this machine, as Docker allows for localhost); a realm it does not trust is asked anonymously,
+and the image's notes name it. Every digest is checked: the manifest's against the one asked for
 and the one the registry announces, the config's against the manifest's descriptor."""
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from vllm_triage import __version__
 from vllm_triage.image.auth import Credential
 from vllm_triage.image.config import MAX_CONFIG_BYTES, ImageError
 from vllm_triage.image.platforms import Platform
+from vllm_triage.image.realms import REALM_OPTION, RealmTrust, origin, realm_host
 from vllm_triage.image.reference import LOOPBACK, ImageReference
 from vllm_triage.safejson import JsonError, parse_json
 
@@ -84,6 +87,7 @@ class RegistryImage:
     media_type: str
     platform: str | None
     config: Any
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,10 +186,14 @@ class RegistryClient:
         timeout: float,
         ca_file: Path | None = None,
         helper_note: str | None = None,
+        realms: RealmTrust | None = None,
     ) -> None:
         self.ref = ref
         self.credential = credential
         self.helper_note = helper_note
+        self.realms = realms or RealmTrust()
+        self.withheld_from: str | None = None  # the realm the credentials were not sent to
+        self.notes: list[str] = []
         self.deadline = time.monotonic() + timeout
         self.timeout = timeout
         self.authorization: str | None = None
@@ -250,6 +258,9 @@ class RegistryClient:
                     if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
                         raise RegistryError(f"{what}: refused a redirect from HTTPS to HTTP")
                     if _origin(target) != origin:
+                        if data is not None and response.status_code != 303:
+                            # the body (a refresh token) would go along: not to another host
+                            raise RegistryError(f"{what}: refused a redirect to another host")
                         headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
                     url, method, data = (
                         target,
@@ -354,6 +365,13 @@ class RegistryClient:
             "give --registry-auth with a docker config.json that has an `auths` entry for "
             f"{self.ref.registry}"
         )
+        if self.withheld_from is not None:
+            hint = (
+                f"the credentials given were not sent to its token service "
+                f"{_short(origin(self.withheld_from), 80)}, which is neither the registry's host "
+                f"nor a known token service of it: if it is the registry's, name it with "
+                f"{REALM_OPTION} {_short(realm_host(self.withheld_from), 80)}"
+            )
         return RegistryAuthError(
             f"registry {self.ref.registry}: {self.ref.repository} needs credentials{detail}; {hint}"
         )
@@ -361,7 +379,7 @@ class RegistryClient:
     def _refused(self, reply: _Reply) -> RegistryAuthError:
         codes = _error_codes(reply.body)
         detail = f" ({codes})" if codes else ""
-        if self.credential is None:
+        if self.credential is None or self.withheld_from is not None:
             return self._needs_credentials(
                 " (or does not exist: registries answer both the same way)" + detail
             )
@@ -397,12 +415,28 @@ class RegistryClient:
             return f"Bearer {credential.registry_token}"
         return f"Bearer {self._token(params)}"
 
+    def _credential_for(self, realm: str) -> Credential | None:
+        """The credential to present to this token service: none when the realm is not trusted
+        with it (the note says which realm, and the request goes anonymously)."""
+        credential = self.credential
+        if credential is None or self.realms.trusts(realm, self.base):
+            return credential
+        self.withheld_from = realm
+        self.notes.append(
+            f"registry {self.ref.registry}: the credentials given ({credential.kind}) were not "
+            f"sent to its token service {_short(origin(realm), 80)} (neither the registry's host "
+            "nor a known token service of it), which was asked anonymously; if it is the "
+            f"registry's, name it with {REALM_OPTION} {_short(realm_host(realm), 80)}"
+        )
+        return None
+
     def _token(self, params: dict[str, str]) -> str:
         """A bearer token from the realm's token service (Docker's token and OAuth2 flows)."""
         realm = params["realm"]
-        if urlsplit(realm).scheme not in ("https", "http"):
+        scheme = urlsplit(realm).scheme  # lower case, as HTTP:// is http
+        if scheme not in ("https", "http"):
             raise RegistryError(f"registry {self.ref.registry}: token realm is not an HTTP URL")
-        if realm.startswith("http://") and not (self.ref.loopback and _is_loopback_url(realm)):
+        if scheme == "http" and not (self.ref.loopback and _is_loopback_url(realm)):
             raise RegistryError(
                 f"registry {self.ref.registry}: refused a token service over plain HTTP "
                 f"({_short(realm, 80)})"
@@ -411,7 +445,7 @@ class RegistryClient:
         query = {"scope": scope}
         if params.get("service"):
             query["service"] = params["service"]
-        credential, headers = self.credential, {"Accept": "application/json"}
+        credential, headers = self._credential_for(realm), {"Accept": "application/json"}
         what = f"token service of {self.ref.registry}"
         if credential is not None and credential.identity_token:
             form = {
@@ -593,4 +627,5 @@ class RegistryClient:
             media_type=str(top_type),
             platform=chosen,
             config=config,
+            notes=tuple(self.notes),
         )

@@ -32,6 +32,7 @@ from vllm_triage.image.engine import EngineImage, inspect_local
 from vllm_triage.image.facts import config_facts
 from vllm_triage.image.models import ResolvedImage
 from vllm_triage.image.platforms import Platform
+from vllm_triage.image.realms import parse_realm_host
 from vllm_triage.image.reference import ImageReference, parse_reference
 from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
@@ -53,6 +54,9 @@ class ImageRequest:
     reference: an image reference (`vllm/vllm-openai:v0.32.0`, `host:5000/x@sha256:...`).
     config_file: an image config to read instead (wins over everything else).
     registry_auth: a docker config.json with `auths` for private registries.
+    registry_auth_realms: token service hosts (host or host:port) trusted with those
+        credentials besides the registry's own host and its known pairings
+        (--registry-auth-realm; see vllm_triage.image.realms).
     platform: os/arch[/variant] to pick from a multi-arch index (default: this host's, Linux;
         linux/amd64 elsewhere); it also rules out a local image of another platform.
     ca_file: a CA to trust for the registry's TLS (besides the system's, SSL_CERT_FILE's and
@@ -70,6 +74,12 @@ class ImageRequest:
     lookup: tuple[str, ...] | None = None
     timeout: float = 20.0
     engine_path: str | None = None
+    registry_auth_realms: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A realm host that is not one is refused at once, whichever sources are asked.
+        hosts = tuple(parse_realm_host(host) for host in self.registry_auth_realms)
+        object.__setattr__(self, "registry_auth_realms", hosts)
 
 
 def _lookup(request: ImageRequest) -> tuple[str, ...]:
@@ -169,7 +179,10 @@ def _from_engine(found: EngineImage, ref: ImageReference) -> ResolvedImage:
     )
 
 
-def _from_registry(ref: ImageReference, request: ImageRequest, wanted: Platform) -> ResolvedImage:
+def _from_registry(
+    ref: ImageReference, request: ImageRequest, wanted: Platform, kb: KnowledgeBase | None
+) -> ResolvedImage:
+    from vllm_triage.image.realms import realm_trust
     from vllm_triage.image.registry import RegistryClient  # httpx: only when a registry is asked
 
     credential, helper_note = None, None
@@ -179,15 +192,17 @@ def _from_registry(ref: ImageReference, request: ImageRequest, wanted: Platform)
         auth = read_registry_auth(request.registry_auth)
         credential = auth.for_registry(ref.registry)
         helper_note = None if credential else auth.helper_note(ref.registry)
+    realms = realm_trust(ref, kb or load_knowledge(), request.registry_auth_realms)
     with RegistryClient(
         ref,
         credential=credential,
         timeout=request.timeout,
         ca_file=request.ca_file,
         helper_note=helper_note,
+        realms=realms,
     ) as client:
         image = client.fetch(wanted)
-    warnings: list[str] = []
+    warnings = list(image.notes)
     facts_platform = config_facts(image.config, "registry config").platform
     try:
         stated = Platform.parse(facts_platform) if facts_platform else None
@@ -270,7 +285,7 @@ def resolve_image(request: ImageRequest, *, kb: KnowledgeBase | None = None) -> 
         from vllm_triage.image.registry import RegistryUnavailable
 
         try:
-            return _from_registry(ref, request, wanted)
+            return _from_registry(ref, request, wanted, kb)
         except RegistryUnavailable as exc:
             if "tag" not in lookup:
                 raise

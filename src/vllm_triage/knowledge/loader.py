@@ -36,6 +36,7 @@ from vllm_triage.knowledge.schema import (
     PrefixFix,
     PrefixShape,
     PrefixShapes,
+    RealmPairing,
     Recipe,
     RecipeFlag,
     RecipeProfile,
@@ -43,6 +44,7 @@ from vllm_triage.knowledge.schema import (
     Recovery,
     Redaction,
     RedactionRule,
+    SecretRuleSet,
     Signature,
     VllmArgs,
 )
@@ -68,6 +70,7 @@ class KnowledgeBase:
     recipes: dict[str, Recipe]
     signatures: list[Signature]
     redaction: Redaction
+    secret_rules: SecretRuleSet
     vllm_args: VllmArgs
     vllm_metrics: MetricAliases
     fact_checks: list[FactCheck]
@@ -75,6 +78,7 @@ class KnowledgeBase:
     gpu_limits: list[GpuLimit]
     recovery: Recovery
     record: RecordPolicy
+    registry_realms: list[RealmPairing]
     files: list[str] = field(default_factory=list)
     signature_files: dict[str, str] = field(default_factory=dict)  # id -> file, data_dir-relative
 
@@ -462,6 +466,19 @@ def _gpu_limits(path: Path, root: Path) -> list[GpuLimit]:
     return limits
 
 
+def _registry_realms(path: Path, root: Path) -> list[RealmPairing]:
+    """The registries' token services on other hosts, one row per registry."""
+    name = _relative(path, root)
+    document = _read_yaml(path, root)
+    if not isinstance(document, dict) or set(document) - {"as_of", "pairings"}:
+        raise KnowledgeError(f"{name}: expected a mapping with 'as_of' and a 'pairings' list")
+    pairings = _rows(document, "pairings", RealmPairing, name, "pairing")
+    registries = [pairing.registry for pairing in pairings]
+    if len(set(registries)) != len(registries):
+        raise KnowledgeError(f"{name}: a registry is paired twice")
+    return pairings
+
+
 def load_knowledge(data_dir: Path | None = None, *, cached: bool = True) -> KnowledgeBase:
     """The knowledge base under data_dir (the packaged data by default), validated.
 
@@ -496,6 +513,7 @@ def _load(root: Path) -> KnowledgeBase:
         recipes=_recipes(root / "recipes", root),
         signatures=signatures,
         redaction=_redaction(root / "redaction.yaml", root),
+        secret_rules=_yaml_model(root / "gitleaks_rules.yaml", SecretRuleSet, root),
         vllm_args=_yaml_model(root / "vllm_args.yaml", VllmArgs, root),
         vllm_metrics=_yaml_model(root / "vllm_metrics.yaml", MetricAliases, root),
         fact_checks=_fact_checks(root / "fact_checks.yaml", root),
@@ -503,6 +521,7 @@ def _load(root: Path) -> KnowledgeBase:
         gpu_limits=_gpu_limits(root / "gpu_limits.yaml", root),
         recovery=_yaml_model(root / "recovery.yaml", Recovery, root),
         record=_yaml_model(root / "record.yaml", RecordPolicy, root),
+        registry_realms=_registry_realms(root / "registry_realms.yaml", root),
         files=sorted(_relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}),
         signature_files=signature_files,
     )

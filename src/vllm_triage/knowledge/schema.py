@@ -243,6 +243,27 @@ class GpuLimit(Row, frozen=True, kw_only=True):
         return int(self.last_driver_branch[1:]) if self.last_driver_branch else None
 
 
+# host[:port], lower case: a DNS name or an IPv4 address, as a registry or a realm URL names it.
+_HOST_PORT = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]{1,5})?$"
+HostPort = Annotated[str, msgspec.Meta(pattern=_HOST_PORT)]
+
+
+class RealmPairing(Row, frozen=True, kw_only=True):
+    """A registry and the token services on other hosts it sends clients to in its 401 challenge
+    (Docker Hub: auth.docker.io): the only hosts besides the registry's own that may receive its
+    credentials. A host without a port means the scheme's default one."""
+
+    registry: HostPort
+    realm_hosts: Annotated[list[HostPort], msgspec.Meta(min_length=1)]
+    source_note: str = ""
+
+    def _check(self) -> None:
+        if self.registry in self.realm_hosts:
+            raise ValueError(f"{self.registry}: its own host needs no pairing")
+        if len(set(self.realm_hosts)) != len(self.realm_hosts):
+            raise ValueError(f"{self.registry}: a realm host is named twice")
+
+
 class Provenance(_Knowledge, frozen=True, kw_only=True):
     """Source, date and certainty of a YAML document (the certainty is always stated)."""
 
@@ -673,7 +694,13 @@ class RedactionRule(Row, frozen=True, kw_only=True):
     kind: RedactionKind
     match: str
     keep_prefix: str | None = None
-    exceptions: list[str] = msgspec.field(default_factory=list)
+    exceptions: Annotated[
+        list[str],
+        msgspec.Meta(
+            description="name rules: names that fit but hold no secret; last rules: the words "
+            "after which a match is kept (a digest after its algorithm's name)"
+        ),
+    ] = msgspec.field(default_factory=list)
     context: Annotated[
         str | None,
         msgspec.Meta(
@@ -682,6 +709,26 @@ class RedactionRule(Row, frozen=True, kw_only=True):
     ] = None
     multiple: Annotated[
         bool, msgspec.Meta(description="argument rules: the option takes one or more values")
+    ] = False
+    decoded: Annotated[
+        Literal["base64"] | None,
+        msgspec.Meta(
+            description="value rules: replaced only when the match decodes to text that holds "
+            "a secret (by the other rules) or to a registry credential document"
+        ),
+    ] = None
+    entropy: Annotated[
+        Annotated[float, msgspec.Meta(ge=0, le=8)] | None,
+        msgspec.Meta(
+            description="value rules: the secret's longest alphanumeric run must reach this "
+            "many bits per character, mix letters and digits, and not read as words or hex",
+        ),
+    ] = None
+    last: Annotated[
+        bool,
+        msgspec.Meta(
+            description="value rules: run after every other rule, on what they left in clear"
+        ),
     ] = False
     explanation: str
     examples: Examples
@@ -703,6 +750,12 @@ class RedactionRule(Row, frozen=True, kw_only=True):
             raise ValueError(f"{self.id}: a url pattern needs exactly one group, named secret")
         if self.kind == "value" and compiled.groups and not secret_group:
             raise ValueError(f"{self.id}: a value pattern may only define the group secret")
+        if self.last and (self.kind != "value" or not secret_group):
+            raise ValueError(f"{self.id}: a last rule is a value rule with the group secret")
+        if self.entropy is not None and (self.kind != "value" or not secret_group):
+            raise ValueError(f"{self.id}: an entropy rule is a value rule with the group secret")
+        if self.decoded is not None and (self.kind != "value" or not secret_group):
+            raise ValueError(f"{self.id}: a decoded rule is a value rule with the group secret")
         if self.kind in ("value", "url") and compiled.match(""):
             raise ValueError(f"{self.id}: the pattern matches the empty string")
         try:
@@ -711,8 +764,8 @@ class RedactionRule(Row, frozen=True, kw_only=True):
             raise ValueError(f"{self.id}: no RE2 prefilter can be made of it: {exc}") from exc
         if self.kind in ("name", "argument", "header") and compiled.groups:
             raise ValueError(f"{self.id}: a {self.kind} pattern must not define groups")
-        if self.exceptions and self.kind != "name":
-            raise ValueError(f"{self.id}: only name rules have exceptions")
+        if self.exceptions and self.kind != "name" and not self.last:
+            raise ValueError(f"{self.id}: only name rules and last rules have exceptions")
         if self.keep_prefix is not None and self.kind != "header":
             raise ValueError(f"{self.id}: only header rules have keep_prefix")
         if (self.context is not None or self.multiple) and self.kind != "argument":
@@ -760,6 +813,54 @@ class Redaction(_Knowledge, frozen=True, kw_only=True):
             name in entry.names or name.startswith(tuple(entry.prefixes))
             for entry in self.env_allow
         )
+
+
+class SecretAllowlist(_Knowledge, frozen=True, kw_only=True):
+    """What makes a scanner rule's finding no secret: regexes over the secret, the whole match or
+    the line; stop words in the secret; paths (this tool scans text, never a path, so an allowlist
+    of paths alone never applies)."""
+
+    description: str = ""
+    regexes: list[str] = msgspec.field(default_factory=list)
+    regex_target: Literal["secret", "match", "line"] = msgspec.field(
+        default="secret", name="regexTarget"
+    )
+    stopwords: list[str] = msgspec.field(default_factory=list)
+    paths: list[str] = msgspec.field(default_factory=list)
+    condition: Literal["OR", "AND"] = "OR"
+
+
+class SecretRule(_Knowledge, frozen=True, kw_only=True):
+    """A rule of a published secret scanner (gitleaks' format): the regex, the group holding the
+    secret, the entropy the secret must exceed, the keywords one of which must be in the text."""
+
+    id: Annotated[str, msgspec.Meta(pattern="^[a-z0-9][a-z0-9-]*$")]
+    description: str
+    regex: str | None
+    secret_group: Annotated[int, msgspec.Meta(ge=0)] = 0
+    entropy: float | None = None
+    keywords: list[str] = msgspec.field(default_factory=list)
+    allowlists: list[SecretAllowlist] = msgspec.field(default_factory=list)
+    path: str | None = None
+
+
+class SecretRuleSet(_Knowledge, frozen=True, kw_only=True):
+    """A published secret-detection rule set, imported as data (scripts/gitleaks_import.py)."""
+
+    source: dict[str, str]
+    commit: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{40}$")]
+    as_of: date
+    licence: str
+    min_gitleaks_version: str = ""
+    note: str = ""
+    regexes_re2_cannot_compile: list[str] = msgspec.field(default_factory=list)
+    global_allowlist: SecretAllowlist
+    rules: Annotated[list[SecretRule], msgspec.Meta(min_length=1)]
+
+    def _check(self) -> None:
+        ids = [rule.id for rule in self.rules]
+        if len(set(ids)) != len(ids):
+            raise ValueError("rules: rule ids are not unique")
 
 
 class MetricAliases(Provenance, frozen=True, kw_only=True):

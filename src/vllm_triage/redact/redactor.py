@@ -10,6 +10,8 @@ wherever else its value appears later, so parsed data that lost the context stay
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import contextlib
 import hashlib
@@ -53,6 +55,12 @@ from vllm_triage.redact.rules import (
     compiled_rules,
     prefilter,
 )
+from vllm_triage.redact.scanner import (
+    Found,
+    SecretScanner,
+    random_token,
+    secret_scanner,
+)
 from vllm_triage.safejson import JsonError, parse_json
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -74,6 +82,18 @@ _PRIVATE_KEY = "private_key"
 _KNOWN_MIN, _KNOWN_MAX, _KNOWN_LIMIT = 6, 4096, 256
 # JSON inside a string value (kubectl's last-applied-configuration) is parsed up to this size.
 _EMBEDDED_JSON_MAX = 1024 * 1024
+# Base64 runs are decoded (to find credentials inside) up to this size, and this many levels deep
+# (a .dockerconfigjson holds base64 `auth` pairs).
+_DECODED_MAX = 256 * 1024
+_DECODED_DEPTH = 2
+# What a decoded document is when it is a registry credential file, whatever the other rules say.
+_CREDENTIAL_KEYS = frozenset({"auths", "auth", "password", "identitytoken", "registrytoken"})
+# A decoded `user:password` pair (Basic credentials): a user without blanks, a password of 4+.
+_BASIC_PAIR = re.compile(r"[A-Za-z0-9._@$+~-]{1,256}:[^\s]{4,}")
+# How far before a token a last rule's exception words keep it (`sha256 base64 X`).
+_KEPT_AFTER_WINDOW = 24
+# A value that opens a PEM private key: its body follows on the next lines.
+_PEM_OPENING = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 
 # Streaming: pieces read at a time, and what a piece of a very long line keeps for the next one
 # (a secret cut at the boundary is found whole there; the rules' contexts are far shorter).
@@ -160,8 +180,10 @@ class Redactor:
     """
 
     def __init__(self, kb: KnowledgeBase | None = None, *, key: bytes | None = None) -> None:
-        self._redaction = (kb or load_knowledge()).redaction
+        kb = kb or load_knowledge()
+        self._redaction = kb.redaction
         self._rules: CompiledRules = compiled_rules(self._redaction)
+        self._scanner: SecretScanner = secret_scanner(kb.secret_rules)
         self._key = key if key is not None else secrets.token_bytes(32)
         self._counts = dict.fromkeys((rule.id for rule in self._redaction.rules), 0)
         self._counts["omitted"] = 0
@@ -172,6 +194,7 @@ class Redactor:
         self._filter = self._rules.prefilter
         self._state: LineState | None = None
         self._spill: Group | None = None
+        self._decoding = 0
 
     # -- public API -------------------------------------------------------------------------
 
@@ -183,7 +206,7 @@ class Redactor:
             except UnicodeEncodeError:
                 data = b""
             if data and not self._filter.search(data):
-                return text
+                return self._scanned(text)
         return self._redact(text, final=True)[0]
 
     def end_of_file(self) -> None:
@@ -269,7 +292,7 @@ class Redactor:
     def _marker(self, rule_id: str, secret: str) -> str:
         if _placeholder(secret) or _MARKER_RE.fullmatch(secret):
             return secret
-        self._counts[rule_id] += 1
+        self._counts[rule_id] = self._counts.get(rule_id, 0) + 1
         if self._learning:
             self._remember(rule_id, secret)
         return MARKER.format(rule=rule_id, digest=self._digest(secret))
@@ -365,13 +388,41 @@ class Redactor:
         consumed = done if not final else size
         if final and done < size:
             out.append(text[done:])
-        return "".join(out), consumed
+        return self._scanned("".join(out)), consumed
+
+    def _scanned(self, text: str) -> str:
+        """What the rules left in clear, through the published scanner's rules (redact/scanner)
+        and the rules that run last (a random token with no name)."""
+        found = self._scanner.find(text)
+        for rule, pattern in self._rules.last:
+            found += _last_found(rule, pattern, text)
+        if not found:
+            return text
+        found.sort(key=lambda f: (f.start, -f.end))
+        pieces: list[str] = []
+        position = 0
+        for item in found:
+            if (
+                item.start < position
+                or _inside_marker(text, item.start, item.end)
+                or _MARKER_RE.search(text, item.start, item.end)
+            ):
+                continue  # a marker is never redacted again, nor swallowed by a larger match
+            pieces += [
+                text[position : item.start],
+                self._marker(item.rule_id, text[item.start : item.end]),
+            ]
+            position = item.end
+        pieces.append(text[position:])
+        return "".join(pieces)
 
     def _at(self, text: str, start: int, final: bool) -> tuple[str, int] | None:
         """The replacement of the match at start and where it ends, or None for no match."""
         match = self._rules.pattern.match(text, start)
         if match is not None and match.end() > start:
-            return self._replace(match, text, final)
+            replaced = self._replace(match, text, final)
+            if replaced is not None:
+                return replaced
         for secret in self._longest_first:
             if text.startswith(secret, start) and not _inside_marker(
                 text, start, start + len(secret)
@@ -379,7 +430,9 @@ class Redactor:
                 return self._marker(self._known[secret], secret), start + len(secret)
         return None
 
-    def _replace(self, match: re.Match[str], text: str, final: bool) -> tuple[str, int]:
+    def _replace(self, match: re.Match[str], text: str, final: bool) -> tuple[str, int] | None:
+        """The match's replacement and where it ends; None for a decoded rule's match that holds
+        no secret (the scan goes on inside it)."""
         index = match.lastindex
         group = self._rules.groups[index] if index is not None else None
         whole = match.group()
@@ -395,6 +448,14 @@ class Redactor:
             if PEM_END.search(whole) is None:
                 self._state = PemBlock()
             start, end = trim(text, start, end)
+        elif group.rule.decoded is not None and not self._decodes_to_secret(text[start:end]):
+            return None
+
+        elif (
+            _PEM_OPENING.match(text, start)
+            and PEM_END.search(text, start, _line_end(text, start)) is None
+        ):
+            self._state = PemBlock()  # PRIVATE_KEY=-----BEGIN ...: the body is on the next lines
         if start >= end:
             return whole, match.end()
         base = match.start()
@@ -410,6 +471,35 @@ class Redactor:
         if not final and end == len(text):
             self._spill = group  # the secret may go on in the next piece of this line
         return "".join(pieces), finish
+
+    def _decodes_to_secret(self, run: str) -> bool:
+        """Whether a base64 run decodes to credentials: a registry credential document, a Basic
+        `user:password` pair, or text in which the rules find a secret (learned, so that its plain
+        occurrences are redacted too)."""
+        if len(run) > _DECODED_MAX or self._decoding >= _DECODED_DEPTH:
+            return False
+        try:
+            decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        if not decoded.isprintable() and not decoded.strip().isprintable():
+            return False
+        if _BASIC_PAIR.fullmatch(decoded.strip()):
+            return True
+        try:
+            document = parse_json(decoded, "decoded base64", max_bytes=_DECODED_MAX)
+        except JsonError:
+            document = None
+        if isinstance(document, dict) and _holds_credential_keys(document):
+            return True
+        state, spill, learning = self._state, self._spill, self._learning
+        self._state, self._spill, self._learning = None, None, True
+        self._decoding += 1
+        try:
+            return self._redact(decoded, final=True)[0] != decoded
+        finally:
+            self._decoding -= 1
+            self._state, self._spill, self._learning = state, spill, learning
 
     def _more_values(self, rule_id: str, text: str, position: int) -> tuple[str, int]:
         """The further values of an option that takes several (`--api-key k1 k2`)."""
@@ -791,6 +881,40 @@ class Redactor:
             self._counts["omitted"] += 1
             kept = OMITTED
         return {"name": self._isolated(name), "value": kept, **out}
+
+
+def _last_found(rule: RedactionRule, pattern: re.Pattern[str], text: str) -> list[Found]:
+    """A last rule's secrets in text (its group `secret`), less those its checks keep: too
+    little entropy, or a digest's name shortly before."""
+    found: list[Found] = []
+    kept_after = tuple(word.lower() for word in rule.exceptions)
+    for match in pattern.finditer(text):
+        start, end = match.span("secret")
+        if rule.entropy is not None and not random_token(match.group("secret"), rule.entropy):
+            continue
+        line_start = text.rfind("\n", 0, start) + 1
+        before = text[max(line_start, start - _KEPT_AFTER_WINDOW) : start].lower()
+        if any(word in before for word in kept_after):
+            continue  # a digest after its algorithm's name (sha256 47DEQ...): evidence
+        found.append(Found(start, end, rule.id))
+    return found
+
+
+def _line_end(text: str, position: int) -> int:
+    newline = text.find("\n", position)
+    return len(text) if newline < 0 else newline
+
+
+def _holds_credential_keys(document: dict[str, Any], depth: int = 0) -> bool:
+    """A registry credential file's keys (auths, auth, password, ...) anywhere in a few levels."""
+    if depth > 4:
+        return False
+    for key, value in document.items():
+        if isinstance(key, str) and key.lower() in _CREDENTIAL_KEYS and value:
+            return True
+        if isinstance(value, dict) and _holds_credential_keys(value, depth + 1):
+            return True
+    return False
 
 
 class _Candidates:

@@ -115,6 +115,8 @@ class CompiledRules:
     names: tuple[tuple[str, re.Pattern[str]], ...]
     headers: tuple[tuple[RedactionRule, re.Pattern[str]], ...]
     options: tuple[OptionRule, ...]
+    # Rules that run after the others, on what they left (Python re: lookarounds bound a token).
+    last: tuple[tuple[RedactionRule, Any], ...] = ()
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -261,10 +263,12 @@ class _Builder:
 def _compile(redaction: Redaction) -> CompiledRules:
     builder = _Builder()
     for rule in redaction.rules:
-        builder.add(rule)
+        if not rule.last:
+            builder.add(rule)
     shapes = _Builder()
     for rule in redaction.rules:
-        if rule.kind == "value":
+        # a decoded rule needs its check; a last rule runs on its own pass
+        if rule.kind == "value" and rule.decoded is None and not rule.last:
             shapes.add(rule)
     alternation = Alternation(builder)
     source = "(?m)" + re2_superset(alternation.source)
@@ -274,6 +278,11 @@ def _compile(redaction: Redaction) -> CompiledRules:
         prefilter=prefilter(source),
         # The parts of a match kept in clear are searched for shapes only (they have no context).
         shape_alternation=Alternation(shapes),
+        last=tuple(
+            (rule, re.compile(rule.match, re.MULTILINE | re.ASCII))
+            for rule in redaction.rules
+            if rule.last
+        ),
         names=tuple(
             (rule.id, re.compile(name_pattern(rule), re.ASCII))
             for rule in redaction.rules

@@ -7,14 +7,15 @@ JSON (and fleet-scan.json in the case) always holds every node.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import heapq
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from vllm_triage.fleet.models import STATUSES, FleetNode, FleetRun, FleetScan
+from vllm_triage.fleet.models import STATUSES, FleetRun, NodeView, ScanView
 from vllm_triage.knowledge.schema import gpu_name_key
 
 PER_NODE_ROWS = 40
@@ -35,35 +36,39 @@ _STYLE = {
 }
 
 
-def _ordered(nodes: Sequence[FleetNode]) -> list[FleetNode]:
+def _ordered(nodes: Sequence[NodeView], first: int | None = None) -> list[NodeView]:
+    """The nodes, worst status first, then by name; only the `first` ones when given (a
+    million-node scan shows 200 rows: no sort of all of them)."""
+    if first is not None and first < len(nodes):
+        return heapq.nsmallest(first, nodes, key=lambda n: (_ORDER[n.status], n.name))
     return sorted(nodes, key=lambda n: (_ORDER[n.status], n.name))
 
 
-def _groups(nodes: Sequence[FleetNode]) -> list[tuple[tuple[str, str], list[FleetNode]]]:
+def _groups(nodes: Sequence[NodeView]) -> list[tuple[tuple[str, str], list[NodeView]]]:
     """Nodes by (status, driver), the worst status first, then the largest group."""
-    found: dict[tuple[str, str], list[FleetNode]] = defaultdict(list)
+    found: dict[tuple[str, str], list[NodeView]] = defaultdict(list)
     for node in nodes:
         found[(node.status, node.driver or "-")].append(node)
     return sorted(found.items(), key=lambda item: (_ORDER[item[0][0]], -len(item[1]), item[0]))
 
 
-def _models(members: Sequence[FleetNode], shown: int = 3) -> str:
+def _models(members: Sequence[NodeView], shown: int = 3) -> str:
     """The GPU models of a group (SHARED / MIG forms of one model counted as one)."""
     counted: dict[str, int] = defaultdict(int)
-    for node in members:
-        counted[gpu_name_key(node.gpu) if node.gpu else "-"] += 1
+    for product, count in Counter(node.gpu for node in members).items():  # a few products
+        counted[gpu_name_key(product) if product else "-"] += count
     ordered = sorted(counted.items(), key=lambda item: (-item[1], item[0]))
     text = ", ".join(f"{name} ({count:,})" for name, count in ordered[:shown])
     return text + (f", {len(ordered) - shown} more" if len(ordered) > shown else "")
 
 
-def base_reason(node: FleetNode) -> str:
+def base_reason(node: NodeView) -> str:
     """The verdict's reason without what is particular to the node (classify.py appends
     "; labels N days old ..." and "; labels disagree ..." after it)."""
     return node.reason.split("; labels ", 1)[0]
 
 
-def _reasons(groups: list[tuple[tuple[str, str], list[FleetNode]]]) -> list[str]:
+def _reasons(groups: list[tuple[tuple[str, str], list[NodeView]]]) -> list[str]:
     """Each distinct reason once, in the groups' order."""
     seen: dict[str, None] = {}
     for _, members in groups:
@@ -72,12 +77,12 @@ def _reasons(groups: list[tuple[tuple[str, str], list[FleetNode]]]) -> list[str]
     return list(seen)
 
 
-def _names(nodes: Sequence[FleetNode], shown: int = 3) -> str:
+def _names(nodes: Sequence[NodeView], shown: int = 3) -> str:
     names = ", ".join(node.name for node in nodes[:shown])
     return names + (f" and {len(nodes) - shown} more" if len(nodes) > shown else "")
 
 
-def _counts(scan: FleetScan) -> Text:
+def _counts(scan: ScanView) -> Text:
     line = Text()
     for status in STATUSES:
         count = scan.counts.get(status, 0)
@@ -87,7 +92,7 @@ def _counts(scan: FleetScan) -> Text:
     return line
 
 
-def _wave_lines(scan: FleetScan) -> list[str]:
+def _wave_lines(scan: ScanView) -> list[str]:
     lines = []
     for number, wave in enumerate(scan.waves[:SHOWN_WAVES], 1):
         what = "canary" if number == 1 else f"{len(wave)} node(s)"
@@ -101,7 +106,7 @@ def _wave_lines(scan: FleetScan) -> list[str]:
     return lines
 
 
-def fleet_scan_renderable(scan: FleetScan) -> RenderableType:
+def fleet_scan_renderable(scan: ScanView) -> RenderableType:
     """The scan for a terminal."""
     head = Table.grid(padding=(0, 1))
     head.add_column(style="bold", no_wrap=True)
@@ -160,7 +165,7 @@ def _cell(text: object) -> str:
     return " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
 
 
-def fleet_scan_markdown(scan: FleetScan) -> str:
+def fleet_scan_markdown(scan: ScanView) -> str:
     """The scan as markdown, ready to paste into a ticket (every group, the first nodes)."""
     image = f"`{_cell(scan.image)}` " if scan.image else ""
     pinned = f" Pinned: `{_cell(scan.image_pinned)}`." if scan.image_pinned else ""
@@ -196,15 +201,14 @@ def fleet_scan_markdown(scan: FleetScan) -> str:
         "| node | status | driver | min driver | GPU | GPU pods | reason |",
         "|---|---|---|---|---|---|---|",
     ]
-    ordered = _ordered(scan.nodes)
-    for node in ordered[:MARKDOWN_NODE_ROWS]:
+    for node in _ordered(scan.nodes, MARKDOWN_NODE_ROWS):
         pods = "?" if node.gpu_pods is None else str(node.gpu_pods)
         out.append(
             f"| {_cell(node.name)} | {node.status} | {_cell(node.driver or '-')} | "
             f"{node.min_driver or '-'} | {_cell(node.gpu or '-')} | {pods} | {_cell(node.reason)} |"
         )
-    if len(ordered) > MARKDOWN_NODE_ROWS:
-        out.append(f"\n_{len(ordered) - MARKDOWN_NODE_ROWS:,} more nodes in fleet-scan.json._")
+    if len(scan.nodes) > MARKDOWN_NODE_ROWS:
+        out.append(f"\n_{len(scan.nodes) - MARKDOWN_NODE_ROWS:,} more nodes in fleet-scan.json._")
     if scan.notes:
         out += ["", "### Notes", *(f"- {_cell(note)}" for note in scan.notes)]
     return "\n".join(out) + "\n"

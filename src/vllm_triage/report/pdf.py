@@ -3,18 +3,25 @@
 downloaded; a machine without a browser gets a one-line error saying how to get one.
 
 The browser prints the page from a file in a private temporary folder, with a profile of its own
-that is removed afterwards, no network fetches to make (the page is self-contained and forbids
-them) and a deadline. Root cannot use Chromium's sandbox, so as root it runs without it (the page
+and its TMPDIR there, no network fetches to make (the page is self-contained and forbids them) and
+a deadline. It runs in a process group of its own, killed whole when it is done, on the deadline
+and on Ctrl-C, and the folder is removed whatever happens: nothing of it outlives the command. Root cannot use Chromium's sandbox, so as root it runs without it (the page
 it prints is this tool's own, and runs no script).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 from vllm_triage.errors import InputError, TriageError
 from vllm_triage.inputs import display_name
@@ -23,6 +30,16 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 PRINT_TIMEOUT_S = 120.0
 MAX_PDF_BYTES = 256 * 1024**2
 _MAX_SHOWN = 300
+_MAX_STDERR_BYTES = 64 * 1024
+_STDERR = "browser-stderr.txt"
+# How long the killed browser's processes may take to go (they end within milliseconds).
+_REAP_S = 5.0
+_STOPS = (signal.SIGTERM, signal.SIGHUP)
+_SCRATCH_PREFIX = "vllm-triage-report-"
+_SHORT_TMP = "/tmp"
+# A Unix socket's path holds 107 bytes; Chromium's is <TMPDIR>/org.chromium.Chromium.XXXXXX/
+# SingletonSocket (some versions start its folder with a dot).
+_MAX_SCRATCH_PATH = 107 - len("/.org.chromium.Chromium.XXXXXX/SingletonSocket")
 
 
 class BrowserError(TriageError):
@@ -48,14 +65,13 @@ def find_browser(given: Path | None = None) -> Path:
 
 def print_pdf(browser: Path, html: str, timeout: float = PRINT_TIMEOUT_S) -> bytes:
     """The page printed to PDF (A4, as the page's print style sets), as bytes."""
-    with tempfile.TemporaryDirectory(prefix="vllm-triage-report-") as scratch:
-        folder = Path(scratch)
-        page = folder / "report.html"
+    scratch = _scratch()
+    try:
+        page = scratch / "report.html"
         page.write_text(html, encoding="utf-8")
-        target = folder / "report.pdf"
-        profile = folder / "profile"
+        target = scratch / "report.pdf"
         command = [
-            str(browser),
+            str(browser.absolute()),  # `chromium` given as a relative path is not looked up on PATH
             "--headless",
             "--disable-gpu",
             "--no-first-run",
@@ -64,36 +80,130 @@ def print_pdf(browser: Path, html: str, timeout: float = PRINT_TIMEOUT_S) -> byt
             "--disable-background-networking",
             "--disable-sync",
             "--disable-dev-shm-usage",
-            f"--user-data-dir={profile}",
+            f"--user-data-dir={scratch / 'profile'}",
             "--no-pdf-header-footer",
             f"--print-to-pdf={target}",
             page.as_uri(),
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.insert(1, "--no-sandbox")
-        environment = {**os.environ, "HOME": str(folder)}
+        returncode = _run(browser, command, scratch, timeout)
+        data = target.read_bytes()[: MAX_PDF_BYTES + 1] if target.is_file() else b""
+        if not data.startswith(b"%PDF"):
+            said = " ".join(_tail(scratch / _STDERR).split())[-_MAX_SHOWN:]
+            raise BrowserError(
+                f"{display_name(browser)} made no PDF (exit code {returncode})"
+                + (f": {said}" if said else "")
+            )
+        return data
+    finally:
+        _remove(scratch)
+
+
+def _run(browser: Path, command: list[str], scratch: Path, timeout: float) -> int:
+    """Run the browser in a process group of its own, with its home and TMPDIR in `scratch`;
+    its exit code. The whole group is killed afterwards, and at once on the deadline, Ctrl-C
+    or SIGTERM, so that no helper of the browser outlives it or writes into `scratch` later."""
+    # Chromium's singleton socket, its crash reports and fontconfig's cache follow these.
+    environment = {**os.environ, "HOME": str(scratch)}
+    environment |= dict.fromkeys(("TMPDIR", "TMP", "TEMP"), str(scratch))
+    with (scratch / _STDERR).open("wb") as stderr, _terminated_as_interrupt():
         try:
-            done = subprocess.run(
+            process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
                 env=environment,
-                check=False,
+                start_new_session=True,  # a terminal's Ctrl-C reaches the tool alone
             )
-        except subprocess.TimeoutExpired:
-            raise BrowserError(
-                f"{display_name(browser)} did not print the report within {timeout:g} s"
-            ) from None
         except OSError as exc:
             raise InputError(
                 f"{display_name(browser)}: cannot run ({exc.strerror or exc})"
             ) from None
-        data = target.read_bytes()[: MAX_PDF_BYTES + 1] if target.is_file() else b""
-        if not data.startswith(b"%PDF"):
-            said = " ".join(done.stderr.decode("utf-8", "replace").split())[-_MAX_SHOWN:]
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
             raise BrowserError(
-                f"{display_name(browser)} made no PDF (exit code {done.returncode})"
-                + (f": {said}" if said else "")
-            )
-        return data
+                f"{display_name(browser)} did not print the report within {timeout:g} s"
+            ) from None
+        finally:
+            _kill_group(process)
+
+
+def _scratch() -> Path:
+    """A new private folder for one print: in TMPDIR, else in /tmp where TMPDIR's path is too
+    long for the Unix socket Chromium makes in it (it aborts: "Socket path too long")."""
+    folder = Path(tempfile.mkdtemp(prefix=_SCRATCH_PREFIX))
+    if len(os.fsencode(folder)) <= _MAX_SCRATCH_PATH:
+        return folder
+    with contextlib.suppress(OSError):
+        shorter = Path(tempfile.mkdtemp(prefix=_SCRATCH_PREFIX, dir=_SHORT_TMP))
+        os.rmdir(folder)
+        return shorter
+    return folder
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the browser's process group (its helpers too), and the browser reaped."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=_REAP_S)
+    deadline = time.monotonic() + _REAP_S
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the helpers, killed, end within milliseconds; init reaps them
+
+
+def _group_alive(group: int) -> bool:
+    """Whether any process of `group` still runs (a zombie waiting for its reaper does not)."""
+    try:
+        os.killpg(group, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+                return True
+    return False
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt while the browser runs (main thread only), so
+    that `kill` or a closed terminal cleans up as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    before = {number: signal.signal(number, interrupt) for number in _STOPS}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+def _tail(path: Path) -> str:
+    """The last bytes the browser wrote to its standard error, as text."""
+    try:
+        with path.open("rb") as stream:
+            stream.seek(max(0, path.stat().st_size - _MAX_STDERR_BYTES))
+            return stream.read(_MAX_STDERR_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _remove(scratch: Path) -> None:
+    """The scratch folder gone, even with a file a dying helper made while it was removed."""
+    for _ in range(3):
+        shutil.rmtree(scratch, ignore_errors=True)
+        if not os.path.lexists(scratch):
+            return

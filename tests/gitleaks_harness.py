@@ -1,0 +1,130 @@
+"""Measure a redactor against gitleaks' true/false-positive examples placed in a vLLM log.
+
+`measure(redact)` puts every distinct TP value of tests/data/gitleaks/examples.json into a log in
+three placements (bare in a line of text, behind an environment name, inside a JSON args dump)
+and reports, per placement, the share of values no longer present after `redact`, and for the FP
+examples the share that `redact` changed anyway. A helper for tests and scripts, not a test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EXAMPLES = Path(__file__).parent / "data" / "gitleaks" / "examples.json"
+LOG_PREFIX = "(APIServer pid=1) INFO 12-01 10:00:00 [api_server.py:1] "
+NEUTRAL_NAME = "UPSTREAM_SETTING_3"
+# The name an assignment in a TP line gives its value: `fooToken = "<v>"`, `FOO_TOKEN: <v>`,
+# `"foo_token": "<v>"`, `$fooToken .= "<v>"`, Go's `var fooToken string = "<v>"`.
+NATURAL_NAME = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_.-]{0,80})[\"']?(?:\s+string)?\s*"
+    r"(?:=|:=|::=|:::=|\?=|\.=|=>|:)\s*[\"'`]?$"
+)
+PLACEMENTS = ("bare", "env_neutral", "env_natural", "json")
+
+
+@dataclass(frozen=True)
+class Value:
+    rule: str
+    value: str
+    natural_name: str | None
+
+
+@dataclass
+class Placement:
+    """One placement's result: how many values were put, how many are gone after redaction."""
+
+    name: str
+    total: int = 0
+    redacted: int = 0
+    missed_rules: set[str] = field(default_factory=set)
+
+    @property
+    def share(self) -> float:
+        return self.redacted / self.total if self.total else 1.0
+
+
+@dataclass
+class Report:
+    placements: dict[str, Placement]
+    fp_total: int
+    fp_changed: int
+    fp_changed_rules: set[str]
+
+    @property
+    def fp_share(self) -> float:
+        """Share of false-positive examples the redactor changed anyway."""
+        return self.fp_changed / self.fp_total if self.fp_total else 0.0
+
+    def summary(self) -> str:
+        lines = [
+            f"{p.name}: {p.redacted}/{p.total} redacted ({p.share:.1%}), "
+            f"{len(p.missed_rules)} rules miss"
+            for p in self.placements.values()
+        ]
+        lines.append(f"fp changed: {self.fp_changed}/{self.fp_total} ({self.fp_share:.1%})")
+        return "\n".join(lines)
+
+
+def natural_name(text: str, value: str) -> str | None:
+    """The assignment name right before the value in its TP line, when there is one."""
+    start = text.find(value)
+    if start <= 0:
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    match = NATURAL_NAME.search(text[line_start:start])
+    return match.group(1) if match else None
+
+
+def load_values(path: Path = EXAMPLES) -> tuple[list[Value], list[tuple[str, str]]]:
+    """Distinct (rule, value) TPs with a natural name when a TP line gives one, and the FPs."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    values: dict[tuple[str, str], Value] = {}
+    fps: list[tuple[str, str]] = []
+    for rule, examples in sorted(document["rules"].items()):
+        for tp in examples["tp"]:
+            value = tp.get("value", tp["secret"])
+            name = natural_name(tp["text"], value)
+            known = values.get((rule, value))
+            if known is None or (known.natural_name is None and name is not None):
+                values[(rule, value)] = Value(rule, value, name)
+        fps.extend((rule, fp) for fp in examples["fp"])
+    return list(values.values()), fps
+
+
+def placed(value: Value) -> dict[str, tuple[str, str]]:
+    """Each placement's log text and the form the value takes in it (JSON escapes it)."""
+    quoted = json.dumps(value.value)[1:-1]
+    texts = {
+        "bare": (f"{LOG_PREFIX}loaded credential {value.value} for upstream\n", value.value),
+        "env_neutral": (f"{NEUTRAL_NAME}={value.value}\n", value.value),
+        "json": (f"{LOG_PREFIX}non-default args: {json.dumps({'x': value.value})}\n", quoted),
+    }
+    if value.natural_name:
+        texts["env_natural"] = (f"{value.natural_name}={value.value}\n", value.value)
+    return texts
+
+
+def measure(redact: Callable[[str], str], path: Path = EXAMPLES) -> Report:
+    """Run `redact` over every placement of every TP value and every FP example."""
+    values, fps = load_values(path)
+    placements = {name: Placement(name) for name in PLACEMENTS}
+    for value in values:
+        for name, (text, form) in placed(value).items():
+            result = placements[name]
+            result.total += 1
+            if form in redact(text):
+                result.missed_rules.add(value.rule)
+            else:
+                result.redacted += 1
+    changed_rules: set[str] = set()
+    changed = 0
+    for rule, fp in fps:
+        text = f"{LOG_PREFIX}{fp}\n"
+        if redact(text) != text:
+            changed += 1
+            changed_rules.add(rule)
+    return Report(placements, len(fps), changed, changed_rules)
