@@ -496,7 +496,7 @@ DRIVER_FAILURE = "RuntimeError: The NVIDIA driver on your system is too old (fou
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("envelope", ["plain", "json-file", "timestamps+apiserver"])
+@pytest.mark.parametrize("envelope", ["plain", "json-file", "timestamps"])
 def test_no_planted_secret_reaches_a_diagnosis_a_report_or_the_terminal(
     tmp_path: Path, envelope: str
 ) -> None:
