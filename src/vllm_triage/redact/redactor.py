@@ -58,6 +58,7 @@ from vllm_triage.redact.rules import (
 from vllm_triage.redact.scanner import (
     Found,
     SecretScanner,
+    line_end,
     random_token,
     secret_scanner,
 )
@@ -453,7 +454,7 @@ class Redactor:
 
         elif (
             _PEM_OPENING.match(text, start)
-            and PEM_END.search(text, start, _line_end(text, start)) is None
+            and PEM_END.search(text, start, line_end(text, start)) is None
         ):
             self._state = PemBlock()  # PRIVATE_KEY=-----BEGIN ...: the body is on the next lines
         if start >= end:
@@ -898,11 +899,6 @@ def _last_found(rule: RedactionRule, pattern: re.Pattern[str], text: str) -> lis
             continue  # a digest after its algorithm's name (sha256 47DEQ...): evidence
         found.append(Found(start, end, rule.id))
     return found
-
-
-def _line_end(text: str, position: int) -> int:
-    newline = text.find("\n", position)
-    return len(text) if newline < 0 else newline
 
 
 def _holds_credential_keys(document: dict[str, Any], depth: int = 0) -> bool:

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import re2
 
 from vllm_triage.knowledge.schema import Redaction, RedactionRule, re2_superset
+
+SourceT = TypeVar("SourceT")
+CompiledT = TypeVar("CompiledT")
 
 # What a group holds: the secret itself, or the kind of value the next line carries.
 Role = Literal["secret", "value", "separator", "list", "block", "pair", "argument"]
@@ -305,22 +309,30 @@ def _compile(redaction: Redaction) -> CompiledRules:
     )
 
 
-_CACHE: dict[int, tuple[Redaction, CompiledRules]] = {}
-_CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 8
+class CompiledOnce(Generic[SourceT, CompiledT]):
+    """What is compiled from a knowledge object, kept while that same object (by identity) is
+    asked for again: a few at most, the oldest dropped first. Thread-safe."""
+
+    def __init__(self, build: Callable[[SourceT], CompiledT], size: int = 8) -> None:
+        self._build = build
+        self._size = size
+        self._kept: dict[int, tuple[SourceT, CompiledT]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, source: SourceT) -> CompiledT:
+        with self._lock:
+            kept = self._kept.get(id(source))
+            if kept is not None and kept[0] is source:
+                return kept[1]
+            compiled = self._build(source)
+            if len(self._kept) >= self._size:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[id(source)] = (source, compiled)
+            return compiled
 
 
-def compiled_rules(redaction: Redaction) -> CompiledRules:
-    """The compiled rules of a knowledge base's redaction section (compiled once, then shared)."""
-    with _CACHE_LOCK:
-        cached = _CACHE.get(id(redaction))
-        if cached is not None and cached[0] is redaction:
-            return cached[1]
-        rules = _compile(redaction)
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[id(redaction)] = (redaction, rules)
-        return rules
+compiled_rules = CompiledOnce(_compile)
+"""The compiled rules of a knowledge base's redaction section (compiled once, then shared)."""
 
 
 def prefilter(source: str) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import re2
 
 from vllm_triage.knowledge.schema import SecretAllowlist, SecretRule, SecretRuleSet
+from vllm_triage.redact.rules import CompiledOnce
 
 # The prefix of a scanner rule's id in markers and counts: [REDACTED:gl_github_pat:...].
 RULE_PREFIX = "gl_"
@@ -46,9 +47,6 @@ _WORDS = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
 _AFTER = 8 * 1024
 _MAX_WINDOWS = 64
 
-_CACHE: dict[int, tuple[SecretRuleSet, SecretScanner]] = {}
-_CACHE_LOCK = threading.Lock()
-
 
 @dataclass(frozen=True)
 class Found:
@@ -59,7 +57,8 @@ class Found:
     rule_id: str
 
 
-def _line_end(text: str, position: int) -> int:
+def line_end(text: str, position: int) -> int:
+    """Where the line holding `position` ends (its newline, or the text's end)."""
     newline = text.find("\n", position)
     return len(text) if newline < 0 else newline
 
@@ -141,7 +140,7 @@ class _Rule:
                 or (self.generic and not any(c.isdigit() for c in secret))
             ):
                 continue
-            line = text[text.rfind("\n", 0, start) + 1 : _line_end(text, end)]
+            line = text[text.rfind("\n", 0, start) + 1 : line_end(text, end)]
             if any(a.allows(secret, match.group(), line) for a in self.allowlists):
                 continue
             yield Found(offset + start, offset + end, self.id)
@@ -260,13 +259,5 @@ def _windows(lowered: str, places: list[list[int] | None]) -> list[tuple[int, in
     return merged
 
 
-def secret_scanner(rules: SecretRuleSet) -> SecretScanner:
-    """The scanner of a knowledge base's rule set (compiled once, then shared)."""
-    with _CACHE_LOCK:
-        cached = _CACHE.get(id(rules))
-        if cached is not None and cached[0] is rules:
-            return cached[1]
-        scanner = SecretScanner(rules)
-        _CACHE.clear()
-        _CACHE[id(rules)] = (rules, scanner)
-        return scanner
+secret_scanner = CompiledOnce(SecretScanner)
+"""The scanner of a knowledge base's rule set (compiled once, then shared)."""
