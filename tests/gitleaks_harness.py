@@ -1,9 +1,11 @@
 """Measure a redactor against gitleaks' true/false-positive examples placed in a vLLM log.
 
-`measure(redact)` puts every distinct TP value of tests/data/gitleaks/examples.json into a log in
-three placements (bare in a line of text, behind an environment name, inside a JSON args dump)
-and reports, per placement, the share of values no longer present after `redact`, and for the FP
-examples the share that `redact` changed anyway. A helper for tests and scripts, not a test.
+`measure(redact)` puts every distinct TP value of tests/data/gitleaks/examples.json into a log:
+bare in a line of text, behind an environment name (the value's own name from its TP line, and a
+neutral one), inside a JSON args dump (under its own name, and under a neutral key), and reports,
+per placement, the share of values no longer present after `redact`, and for the FP examples the
+share that `redact` changed anyway. A value whose TP line gives it no name goes under the neutral
+name in the "own name" JSON placement too. A helper for tests and scripts, not a test.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ NATURAL_NAME = re.compile(
     r"([A-Za-z_][A-Za-z0-9_.-]{0,80})[\"']?(?:\s+string)?\s*"
     r"(?:=|:=|::=|:::=|\?=|\.=|=>|:)\s*[\"'`]?$"
 )
-PLACEMENTS = ("bare", "env_neutral", "env_natural", "json")
+PLACEMENTS = ("bare", "env_neutral", "env_natural", "json_natural", "json_neutral")
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,18 @@ def load_values(path: Path = EXAMPLES) -> tuple[list[Value], list[tuple[str, str
 def placed(value: Value) -> dict[str, tuple[str, str]]:
     """Each placement's log text and the form the value takes in it (JSON escapes it)."""
     quoted = json.dumps(value.value)[1:-1]
+    key = value.natural_name or "x"
     texts = {
         "bare": (f"{LOG_PREFIX}loaded credential {value.value} for upstream\n", value.value),
         "env_neutral": (f"{NEUTRAL_NAME}={value.value}\n", value.value),
-        "json": (f"{LOG_PREFIX}non-default args: {json.dumps({'x': value.value})}\n", quoted),
+        "json_natural": (
+            f"{LOG_PREFIX}non-default args: {json.dumps({key: value.value})}\n",
+            quoted,
+        ),
+        "json_neutral": (
+            f"{LOG_PREFIX}non-default args: {json.dumps({'x': value.value})}\n",
+            quoted,
+        ),
     }
     if value.natural_name:
         texts["env_natural"] = (f"{value.natural_name}={value.value}\n", value.value)

@@ -1,9 +1,11 @@
 """The redactor against a published scanner's own examples: gitleaks' true positives (638 secret
-values from 219 rules, tests/data/gitleaks/) placed in a vLLM log bare, behind a neutral name,
-behind the rule's own name and in a JSON args dump, and its false positives (`-s` prints the
-figures). The floors are the measured figures of 2026-12-01, so that a change that loses ground
-fails; issue 19's target is 99% in every placement (see the README's accuracy section for why
-values with no name or prefix stop short of it)."""
+values from 219 rules, tests/data/gitleaks/) placed in a vLLM log bare in a line of text, behind
+the value's own name and a neutral one, in a JSON args dump under its own name and a neutral key,
+and its false positives (`-s` prints the figures). The floors are the measured figures of
+2026-12-02, so that a change that loses ground fails. Issue 19's target, 99%, holds bare and
+behind the own name; in JSON under the own name 24 values stay in clear (values whose TP line
+gives no name: curl's `-u user:password` and header values), and with no name at all the hex
+and UUID values stay, as a bundle's ids and digests do (see the README's accuracy section)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ from gitleaks_harness import measure
 
 from vllm_triage.redact import Redactor
 
-FLOORS = {"bare": 0.84, "env_neutral": 0.83, "env_natural": 0.985, "json": 0.83}
+FLOORS = {
+    "bare": 0.99,
+    "env_natural": 0.989,
+    "json_natural": 0.96,
+    "env_neutral": 0.845,
+    "json_neutral": 0.845,
+}
 
 
 @pytest.mark.slow

@@ -730,6 +730,13 @@ class RedactionRule(Row, frozen=True, kw_only=True):
             description="value rules: run after every other rule, on what they left in clear"
         ),
     ] = False
+    word_bigrams: Annotated[
+        list[Annotated[str, msgspec.Meta(pattern="^[a-z]{2}$")]],
+        msgspec.Meta(
+            description="entropy rules: the commonest letter pairs of English; a run whose "
+            "letter pairs are often among them reads as words (a class or model name)"
+        ),
+    ] = msgspec.field(default_factory=list)
     explanation: str
     examples: Examples
 
@@ -754,6 +761,8 @@ class RedactionRule(Row, frozen=True, kw_only=True):
             raise ValueError(f"{self.id}: a last rule is a value rule with the group secret")
         if self.entropy is not None and (self.kind != "value" or not secret_group):
             raise ValueError(f"{self.id}: an entropy rule is a value rule with the group secret")
+        if self.word_bigrams and self.entropy is None:
+            raise ValueError(f"{self.id}: word_bigrams are for an entropy rule")
         if self.decoded is not None and (self.kind != "value" or not secret_group):
             raise ValueError(f"{self.id}: a decoded rule is a value rule with the group secret")
         if self.kind in ("value", "url") and compiled.match(""):

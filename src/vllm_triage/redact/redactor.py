@@ -56,10 +56,9 @@ from vllm_triage.redact.rules import (
     prefilter,
 )
 from vllm_triage.redact.scanner import (
-    Found,
     SecretScanner,
+    ascii_bytes,
     line_end,
-    random_token,
     secret_scanner,
 )
 from vllm_triage.safejson import JsonError, parse_json
@@ -394,9 +393,10 @@ class Redactor:
     def _scanned(self, text: str) -> str:
         """What the rules left in clear, through the published scanner's rules (redact/scanner)
         and the rules that run last (a random token with no name)."""
-        found = self._scanner.find(text)
-        for rule, pattern in self._rules.last:
-            found += _last_found(rule, pattern, text)
+        data = ascii_bytes(text)
+        found = self._scanner.find(text, data)
+        for rule in self._rules.last:
+            found += rule.find(text, data)
         if not found:
             return text
         found.sort(key=lambda f: (f.start, -f.end))
@@ -882,23 +882,6 @@ class Redactor:
             self._counts["omitted"] += 1
             kept = OMITTED
         return {"name": self._isolated(name), "value": kept, **out}
-
-
-def _last_found(rule: RedactionRule, pattern: re.Pattern[str], text: str) -> list[Found]:
-    """A last rule's secrets in text (its group `secret`), less those its checks keep: too
-    little entropy, or a digest's name shortly before."""
-    found: list[Found] = []
-    kept_after = tuple(word.lower() for word in rule.exceptions)
-    for match in pattern.finditer(text):
-        start, end = match.span("secret")
-        if rule.entropy is not None and not random_token(match.group("secret"), rule.entropy):
-            continue
-        line_start = text.rfind("\n", 0, start) + 1
-        before = text[max(line_start, start - _KEPT_AFTER_WINDOW) : start].lower()
-        if any(word in before for word in kept_after):
-            continue  # a digest after its algorithm's name (sha256 47DEQ...): evidence
-        found.append(Found(start, end, rule.id))
-    return found
 
 
 def _holds_credential_keys(document: dict[str, Any], depth: int = 0) -> bool:

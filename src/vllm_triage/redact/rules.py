@@ -9,18 +9,15 @@ Compiled once per knowledge base; the redactor keeps the per-bundle state.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 import re2
 
 from vllm_triage.knowledge.schema import Redaction, RedactionRule, re2_superset
-
-SourceT = TypeVar("SourceT")
-CompiledT = TypeVar("CompiledT")
+from vllm_triage.redact.compiled import CompiledOnce
+from vllm_triage.redact.last import LastRule
 
 # What a group holds: the secret itself, or the kind of value the next line carries.
 Role = Literal["secret", "value", "separator", "list", "block", "pair", "argument"]
@@ -120,7 +117,7 @@ class CompiledRules:
     headers: tuple[tuple[RedactionRule, re.Pattern[str]], ...]
     options: tuple[OptionRule, ...]
     # Rules that run after the others, on what they left (Python re: lookarounds bound a token).
-    last: tuple[tuple[RedactionRule, Any], ...] = ()
+    last: tuple[LastRule, ...] = ()
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -282,11 +279,7 @@ def _compile(redaction: Redaction) -> CompiledRules:
         prefilter=prefilter(source),
         # The parts of a match kept in clear are searched for shapes only (they have no context).
         shape_alternation=Alternation(shapes),
-        last=tuple(
-            (rule, re.compile(rule.match, re.MULTILINE | re.ASCII))
-            for rule in redaction.rules
-            if rule.last
-        ),
+        last=tuple(LastRule.of(rule) for rule in redaction.rules if rule.last),
         names=tuple(
             (rule.id, re.compile(name_pattern(rule), re.ASCII))
             for rule in redaction.rules
@@ -307,28 +300,6 @@ def _compile(redaction: Redaction) -> CompiledRules:
             if rule.kind == "argument"
         ),
     )
-
-
-class CompiledOnce(Generic[SourceT, CompiledT]):
-    """What is compiled from a knowledge object, kept while that same object (by identity) is
-    asked for again: a few at most, the oldest dropped first. Thread-safe."""
-
-    def __init__(self, build: Callable[[SourceT], CompiledT], size: int = 8) -> None:
-        self._build = build
-        self._size = size
-        self._kept: dict[int, tuple[SourceT, CompiledT]] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, source: SourceT) -> CompiledT:
-        with self._lock:
-            kept = self._kept.get(id(source))
-            if kept is not None and kept[0] is source:
-                return kept[1]
-            compiled = self._build(source)
-            if len(self._kept) >= self._size:
-                self._kept.pop(next(iter(self._kept)))
-            self._kept[id(source)] = (source, compiled)
-            return compiled
 
 
 compiled_rules = CompiledOnce(_compile)

@@ -10,6 +10,7 @@ in clear.
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 import threading
@@ -22,26 +23,43 @@ from typing import Any
 import re2
 
 from vllm_triage.knowledge.schema import SecretAllowlist, SecretRule, SecretRuleSet
-from vllm_triage.redact.rules import CompiledOnce
+from vllm_triage.redact.compiled import CompiledOnce
 
 # The prefix of a scanner rule's id in markers and counts: [REDACTED:gl_github_pat:...].
 RULE_PREFIX = "gl_"
 
-_NON_ASCII = re.compile("[^\x00-\x7f]")
+_SUB = "vllm_triage_sub"
+
+
+def _substitute(error: UnicodeError) -> tuple[str, int]:
+    assert isinstance(error, UnicodeEncodeError)
+    return "\x1a" * (error.end - error.start), error.end
+
+
+codecs.register_error(_SUB, _substitute)
+
+
+def ascii_bytes(text: str) -> bytes:
+    """`text` as ASCII bytes with every non-ASCII character as one SUB (0x1A), so that byte
+    offsets are those of `text`: RE2's Python binding converts offsets between UTF-8 and
+    characters on every match of a non-ASCII text (quadratic on a long one), lone surrogates
+    (undecodable bytes) do not encode at all, and no key is made of non-ASCII characters."""
+    return text.encode("ascii", _SUB)
 
 
 def ascii_proxy(text: str) -> str:
-    """`text` with every non-ASCII character as one SUB (0x1A), so the offsets stay those of
-    `text`: RE2's Python binding converts offsets between UTF-8 and characters on every match of a
-    non-ASCII text (quadratic on a long one), lone surrogates (undecodable bytes) do not encode at
-    all, and no key is made of non-ASCII characters."""
-    return text if text.isascii() else _NON_ASCII.sub("\x1a", text)
+    """`text` with every non-ASCII character as one SUB, as `ascii_bytes` makes it."""
+    return text if text.isascii() else ascii_bytes(text).decode("ascii")
 
 
 _RUNS = re.compile(r"[A-Za-z0-9]+")
 _DIGIT = re.compile(r"[0-9]")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _WORDS = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
+# The shortest alphanumeric run a random token has (shorter ones are ids, words, numbers).
+MIN_RUN = 16
+# The share of a run's letter pairs among English's commonest from which the run reads as words.
+_WORD_PAIRS = 0.2
 # A keyword rule reads the lines of its keywords and this far past each (a value on the next
 # lines of pretty-printed JSON, a PEM key block); past this many keywords in a text, all of it.
 _AFTER = 8 * 1024
@@ -76,24 +94,37 @@ def shannon_entropy(text: str) -> float:
     return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
 
 
-def random_token(token: str, bits: float) -> bool:
+def random_token(token: str, bits: float, bigrams: frozenset[str] = frozenset()) -> bool:
     """Whether a token reads as random (a key with no name or prefix to tell it): its longest
-    alphanumeric run is 16 characters or more, mixes letters and digits, is not hex (digests,
-    request and device ids) nor mostly words (class and model names: runs of letters with about
-    a third vowels, as words have; random letters have a fifth), and carries at least `bits`
-    bits per character. C++ mangled symbols (`_Z...`) are names too."""
+    alphanumeric run is MIN_RUN characters or more, mixes letters and digits, is not hex
+    (digests, request and device ids) nor mostly words (class and model names: runs of letters
+    about a third of them vowels, as words have, where random letters have a fifth; a run in
+    lower case alone, with no case to mark its words, must also pair its letters as English
+    does, often among `bigrams`, which random letters hit a few times in a hundred), and carries
+    at least `bits` bits per character. C++ mangled symbols (`_Z...`) are names too."""
     if token.startswith("_Z") or not _DIGIT.search(token):
         return False
     run = max(_RUNS.findall(token), key=len, default="")
     if run[:2] in ("0x", "0X"):
         run = run[2:]  # a hex number (a GUID, an address)
-    if len(run) < 16 or run.isdigit() or run.isalpha() or _HEX.fullmatch(run):
+    if len(run) < MIN_RUN or run.isdigit() or run.isalpha() or _HEX.fullmatch(run):
         return False
-    words = "".join(_WORDS.findall(run))
-    vowels = sum(c in "aeiouAEIOU" for c in words)
-    if len(words) * 2 >= len(run) and vowels * 10 >= len(words) * 3:
-        return False  # mostly runs of letters with the vowels of words, not of random text
+    words = _WORDS.findall(run)
+    letters = sum(map(len, words))
+    vowels = sum(c in "aeiouAEIOU" for word in words for c in word)
+    if (
+        letters * 2 >= len(run)
+        and vowels * 10 >= letters * 3
+        and (not run.islower() or _common_pairs(words, bigrams) >= _WORD_PAIRS)
+    ):
+        return False  # mostly runs of letters with the vowels (and, in one case, pairs) of words
     return shannon_entropy(run) >= bits
+
+
+def _common_pairs(words: list[str], bigrams: frozenset[str]) -> float:
+    """The share of the letter pairs inside `words` that are among `bigrams`."""
+    pairs = [word[i : i + 2].lower() for word in words for i in range(len(word) - 1)]
+    return sum(pair in bigrams for pair in pairs) / len(pairs) if pairs else 0.0
 
 
 class _Allowlist:
@@ -128,20 +159,24 @@ class _Rule:
         self.generic = rule.id.startswith("generic")
         self.allowlists = allowlists
 
-    def find(self, text: str, offset: int = 0) -> Iterator[Found]:
-        for match in self.regex.finditer(text):
+    def find(self, data: bytes, offset: int = 0) -> Iterator[Found]:
+        """The rule's secrets in `data` (ASCII: see ascii_bytes), offsets moved by `offset`."""
+        for match in self.regex.finditer(data):
             span = self._secret_span(match)
             if span is None:
                 continue
             start, end = span
-            secret = text[start:end]
+            secret = data[start:end].decode("ascii")
             if self.entropy and (
                 shannon_entropy(secret) <= self.entropy
                 or (self.generic and not any(c.isdigit() for c in secret))
             ):
                 continue
-            line = text[text.rfind("\n", 0, start) + 1 : line_end(text, end)]
-            if any(a.allows(secret, match.group(), line) for a in self.allowlists):
+            line_start = data.rfind(b"\n", 0, start) + 1
+            newline = data.find(b"\n", end)
+            line = data[line_start : len(data) if newline < 0 else newline].decode("ascii")
+            matched = match.group().decode("ascii")
+            if any(a.allows(secret, matched, line) for a in self.allowlists):
                 continue
             yield Found(offset + start, offset + end, self.id)
 
@@ -187,28 +222,29 @@ class SecretScanner:
         found.Compile()
         return words, found
 
-    def find(self, text: str) -> list[Found]:
-        """Every secret the rules find in `text`, in order, without overlaps."""
-        text = ascii_proxy(text)
+    def find(self, text: str, data: bytes | None = None) -> list[Found]:
+        """Every secret the rules find in `text`, in order, without overlaps. `data`: the text
+        as ascii_bytes makes it, when the caller has it already."""
+        data = ascii_bytes(text) if data is None else data
         candidates = set(self._always)
         words, keywords = self._keywords
-        present = {words[index] for index in keywords.Match(text) or ()}
+        present = {words[index] for index in keywords.Match(data) or ()}
         for word in present:
             candidates.update(self._by_keyword[word])
         if not candidates:
             return []
         found: list[Found] = []
-        lowered = text.lower()
-        places = {word: _places(lowered, word) for word in present}
+        lowered = data.lower()
+        places = {word: _places(lowered, word.encode("ascii")) for word in present}
         for index in sorted(candidates):
             rule = self._rule(index)
             keywords = [k.lower() for k in self._rules[index].keywords if k.lower() in present]
             windows = _windows(lowered, [places[k] for k in keywords]) if keywords else None
-            if windows is None or len(lowered) != len(text):
-                found += rule.find(text)
+            if windows is None:
+                found += rule.find(data)
             else:
                 for start, end in windows:
-                    found += rule.find(text[start:end], start)
+                    found += rule.find(data[start:end], start)
         found.sort(key=lambda f: (f.start, -f.end))
         kept: list[Found] = []
         for item in found:
@@ -226,7 +262,7 @@ class SecretScanner:
         return compiled
 
 
-def _places(lowered: str, keyword: str) -> list[int] | None:
+def _places(lowered: bytes, keyword: bytes) -> list[int] | None:
     """Where the keyword is, or None past _MAX_WINDOWS places (then the whole text is read)."""
     found: list[int] = []
     position = lowered.find(keyword)
@@ -238,7 +274,7 @@ def _places(lowered: str, keyword: str) -> list[int] | None:
     return found
 
 
-def _windows(lowered: str, places: list[list[int] | None]) -> list[tuple[int, int]] | None:
+def _windows(lowered: bytes, places: list[list[int] | None]) -> list[tuple[int, int]] | None:
     """The parts of the text a keyword rule needs to read: from the start of each line that holds
     one of its keywords to _AFTER characters past it (a value on the next lines, a key block);
     None when the keywords are so frequent that the whole text is as cheap."""
@@ -246,7 +282,9 @@ def _windows(lowered: str, places: list[list[int] | None]) -> list[tuple[int, in
     for positions in places:
         if positions is None:
             return None
-        spans += [(lowered.rfind("\n", 0, p) + 1, min(len(lowered), p + _AFTER)) for p in positions]
+        spans += [
+            (lowered.rfind(b"\n", 0, p) + 1, min(len(lowered), p + _AFTER)) for p in positions
+        ]
     if len(spans) > _MAX_WINDOWS:
         return None
     spans.sort()
