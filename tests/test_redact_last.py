@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_triage.knowledge import load_knowledge
-from vllm_triage.redact.last import LastRule
+from vllm_triage.redact.last import LastRule, LastRules
 from vllm_triage.redact.scanner import Found, ascii_bytes, random_token
 
 _RULES = [rule for rule in load_knowledge().redaction.rules if rule.last]
@@ -24,6 +24,10 @@ _PIECES = st.sampled_from(
         "robot:qTzXvLmPwRsN", "12345678901234567890", "/models/tiny-llama-d0e61c83",
     ]
 )  # fmt: skip
+
+
+def _order(found: Found) -> tuple[int, int, str]:
+    return found.start, found.end, found.rule_id
 
 
 def _plain(rule: LastRule, text: str) -> list[Found]:
@@ -46,9 +50,9 @@ def _plain(rule: LastRule, text: str) -> list[Found]:
 @settings(max_examples=300)
 @given(st.lists(_PIECES, max_size=40).map("".join))
 def test_last_rules_find_on_their_lines_what_they_find_on_the_whole_text(text: str) -> None:
-    data = ascii_bytes(text)
-    for rule in map(LastRule.of, _RULES):
-        assert rule.find(text, data) == _plain(rule, text), rule.rule.id
+    found = LastRules(_RULES).find(text, ascii_bytes(text))
+    plain = [item for rule in map(LastRule.of, _RULES) for item in _plain(rule, text)]
+    assert sorted(found, key=_order) == sorted(plain, key=_order)
 
 
 @given(st.text())
@@ -60,7 +64,6 @@ def test_the_ascii_stand_in_keeps_every_offset(text: str) -> None:
 
 def test_a_long_line_with_one_token_is_read_once() -> None:
     """A token on a long line: the line is the unit, the token found wherever it is on it."""
-    rule = next(LastRule.of(r) for r in _RULES if r.entropy is not None)
     text = "a " * 50_000 + "forwarding HXe8DGg1iJd2AopzyxkFB7F2 upstream" + " b" * 50_000 + "\n"
-    (found,) = rule.find(text, ascii_bytes(text))
+    (found,) = LastRules(_RULES).find(text, ascii_bytes(text))
     assert text[found.start : found.end] == "HXe8DGg1iJd2AopzyxkFB7F2"

@@ -394,9 +394,7 @@ class Redactor:
         """What the rules left in clear, through the published scanner's rules (redact/scanner)
         and the rules that run last (a random token with no name)."""
         data = ascii_bytes(text)
-        found = self._scanner.find(text, data)
-        for rule in self._rules.last:
-            found += rule.find(text, data)
+        found = self._scanner.find(text, data) + self._rules.last.find(text, data)
         if not found:
             return text
         found.sort(key=lambda f: (f.start, -f.end))

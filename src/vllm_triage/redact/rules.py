@@ -17,7 +17,7 @@ import re2
 
 from vllm_triage.knowledge.schema import Redaction, RedactionRule, re2_superset
 from vllm_triage.redact.compiled import CompiledOnce
-from vllm_triage.redact.last import LastRule
+from vllm_triage.redact.last import LastRules
 
 # What a group holds: the secret itself, or the kind of value the next line carries.
 Role = Literal["secret", "value", "separator", "list", "block", "pair", "argument"]
@@ -117,7 +117,7 @@ class CompiledRules:
     headers: tuple[tuple[RedactionRule, re.Pattern[str]], ...]
     options: tuple[OptionRule, ...]
     # Rules that run after the others, on what they left (Python re: lookarounds bound a token).
-    last: tuple[LastRule, ...] = ()
+    last: LastRules
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -279,7 +279,7 @@ def _compile(redaction: Redaction) -> CompiledRules:
         prefilter=prefilter(source),
         # The parts of a match kept in clear are searched for shapes only (they have no context).
         shape_alternation=Alternation(shapes),
-        last=tuple(LastRule.of(rule) for rule in redaction.rules if rule.last),
+        last=LastRules([rule for rule in redaction.rules if rule.last]),
         names=tuple(
             (rule.id, re.compile(name_pattern(rule), re.ASCII))
             for rule in redaction.rules

@@ -24,6 +24,7 @@ import re2
 
 from vllm_triage.knowledge.schema import SecretAllowlist, SecretRule, SecretRuleSet
 from vllm_triage.redact.compiled import CompiledOnce
+from vllm_triage.redact.keywords import KeywordFinder
 
 # The prefix of a scanner rule's id in markers and counts: [REDACTED:gl_github_pat:...].
 RULE_PREFIX = "gl_"
@@ -211,35 +212,22 @@ class SecretScanner:
         self._lock = threading.Lock()
 
     @cached_property
-    def _keywords(self) -> tuple[list[str], Any]:
-        """The keywords, and an RE2 set that says in one pass which of them a text holds."""
-        words = sorted(self._by_keyword)
-        options = re2.Options()
-        options.case_sensitive = False  # the keywords are lower case; the text is not lowered
-        found = re2.Set.SearchSet(options)
-        for word in words:
-            found.Add(re2.escape(word))
-        found.Compile()
-        return words, found
+    def _keywords(self) -> KeywordFinder:
+        return KeywordFinder(list(self._by_keyword))
 
     def find(self, text: str, data: bytes | None = None) -> list[Found]:
         """Every secret the rules find in `text`, in order, without overlaps. `data`: the text
         as ascii_bytes makes it, when the caller has it already."""
         data = ascii_bytes(text) if data is None else data
+        places = self._keywords.places(data, _MAX_WINDOWS)
         candidates = set(self._always)
-        words, keywords = self._keywords
-        present = {words[index] for index in keywords.Match(data) or ()}
-        for word in present:
+        for word in places:
             candidates.update(self._by_keyword[word])
-        if not candidates:
-            return []
         found: list[Found] = []
-        lowered = data.lower()
-        places = {word: _places(lowered, word.encode("ascii")) for word in present}
         for index in sorted(candidates):
             rule = self._rule(index)
-            keywords = [k.lower() for k in self._rules[index].keywords if k.lower() in present]
-            windows = _windows(lowered, [places[k] for k in keywords]) if keywords else None
+            keywords = [k.lower() for k in self._rules[index].keywords if k.lower() in places]
+            windows = _windows(data, [places[k] for k in keywords]) if keywords else None
             if windows is None:
                 found += rule.find(data)
             else:
@@ -262,19 +250,7 @@ class SecretScanner:
         return compiled
 
 
-def _places(lowered: bytes, keyword: bytes) -> list[int] | None:
-    """Where the keyword is, or None past _MAX_WINDOWS places (then the whole text is read)."""
-    found: list[int] = []
-    position = lowered.find(keyword)
-    while position >= 0:
-        if len(found) >= _MAX_WINDOWS:
-            return None
-        found.append(position)
-        position = lowered.find(keyword, position + len(keyword))
-    return found
-
-
-def _windows(lowered: bytes, places: list[list[int] | None]) -> list[tuple[int, int]] | None:
+def _windows(data: bytes, places: list[list[int] | None]) -> list[tuple[int, int]] | None:
     """The parts of the text a keyword rule needs to read: from the start of each line that holds
     one of its keywords to _AFTER characters past it (a value on the next lines, a key block);
     None when the keywords are so frequent that the whole text is as cheap."""
@@ -282,9 +258,7 @@ def _windows(lowered: bytes, places: list[list[int] | None]) -> list[tuple[int, 
     for positions in places:
         if positions is None:
             return None
-        spans += [
-            (lowered.rfind(b"\n", 0, p) + 1, min(len(lowered), p + _AFTER)) for p in positions
-        ]
+        spans += [(data.rfind(b"\n", 0, p) + 1, min(len(data), p + _AFTER)) for p in positions]
     if len(spans) > _MAX_WINDOWS:
         return None
     spans.sort()
