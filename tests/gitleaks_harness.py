@@ -25,6 +25,10 @@ NATURAL_NAME = re.compile(
     r"([A-Za-z_][A-Za-z0-9_.-]{0,80})[\"']?(?:\s+string)?\s*"
     r"(?:=|:=|::=|:::=|\?=|\.=|=>|:)\s*[\"'`]?$"
 )
+# XML's key/value idiom names a value in the attribute before it: key="ClearTextPassword" value=.
+XML_KEY = re.compile(
+    r"""\bkey\s*=\s*["']([A-Za-z_][A-Za-z0-9_.-]{0,80})["']\s+value\s*=\s*["']?$"""
+)
 PLACEMENTS = ("bare", "env_neutral", "env_natural", "json_natural", "json_neutral")
 
 
@@ -33,6 +37,8 @@ class Value:
     rule: str
     value: str
     natural_name: str | None
+    # The TP line that holds the value (its own context: a curl command, a header).
+    line: str = ""
 
 
 @dataclass
@@ -77,8 +83,17 @@ def natural_name(text: str, value: str) -> str | None:
     if start <= 0:
         return None
     line_start = text.rfind("\n", 0, start) + 1
-    match = NATURAL_NAME.search(text[line_start:start])
+    before = text[line_start:start]
+    match = XML_KEY.search(before) or NATURAL_NAME.search(before)
     return match.group(1) if match else None
+
+
+def own_line(text: str, value: str) -> str:
+    """The line of the TP text that holds the value."""
+    start = max(text.find(value), 0)
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start + len(value))
+    return text[line_start : len(text) if line_end < 0 else line_end]
 
 
 def load_values(path: Path = EXAMPLES) -> tuple[list[Value], list[tuple[str, str]]]:
@@ -92,22 +107,22 @@ def load_values(path: Path = EXAMPLES) -> tuple[list[Value], list[tuple[str, str
             name = natural_name(tp["text"], value)
             known = values.get((rule, value))
             if known is None or (known.natural_name is None and name is not None):
-                values[(rule, value)] = Value(rule, value, name)
+                values[(rule, value)] = Value(rule, value, name, own_line(tp["text"], value))
         fps.extend((rule, fp) for fp in examples["fp"])
     return list(values.values()), fps
 
 
 def placed(value: Value) -> dict[str, tuple[str, str]]:
-    """Each placement's log text and the form the value takes in it (JSON escapes it)."""
+    """Each placement's log text and the form the value takes in it (JSON escapes it). In JSON
+    under its own name, a value its TP line names by no assignment (an option's value such as
+    curl's `-u user:password`, a header's) is the command or line that holds it, as a container's
+    args dump shows a command."""
     quoted = json.dumps(value.value)[1:-1]
-    key = value.natural_name or "x"
+    own = {value.natural_name: value.value} if value.natural_name else {"command": value.line}
     texts = {
         "bare": (f"{LOG_PREFIX}loaded credential {value.value} for upstream\n", value.value),
         "env_neutral": (f"{NEUTRAL_NAME}={value.value}\n", value.value),
-        "json_natural": (
-            f"{LOG_PREFIX}non-default args: {json.dumps({key: value.value})}\n",
-            quoted,
-        ),
+        "json_natural": (f"{LOG_PREFIX}non-default args: {json.dumps(own)}\n", quoted),
         "json_neutral": (
             f"{LOG_PREFIX}non-default args: {json.dumps({'x': value.value})}\n",
             quoted,

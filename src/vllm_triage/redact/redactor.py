@@ -72,6 +72,14 @@ _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+:[0-9a-f]{8}\]|\[OMITTED\]")
 # Values that stand for no secret: unset, booleans, a masked value, a tokenizer special token.
 _PLACEHOLDERS = frozenset({"", "None", "null", "nil", "True", "False", "true", "false"})
 _PLACEHOLDER_RE = re.compile(r"<[^<>\r\n]*>|\*+")
+# A value made only of references to a value kept elsewhere holds no secret and shows where the
+# secret comes from: ${VAR}, ${{ ci.expression }}, {{ template }}, $(command), %VAR%, and $VAR
+# in capitals (a lower-case `$word` may be a password that starts with a dollar sign).
+_REFERENCE_RE = re.compile(
+    r"\$\{\{[^{}\r\n]*\}\}|\$\{[^{}\r\n]*\}|\{\{[^{}\r\n]*\}\}|\$\([^()\r\n]*\)"
+    r"|%[A-Za-z_][A-Za-z0-9_]*%|\$[A-Z_][A-Z0-9_]*(?![a-z])|\$[0-9]"
+)
+_BETWEEN_REFERENCES = re.compile(r"[\"':@/._ -]*")
 _NEGATIVE_NUMBER = re.compile(r"-[0-9]*\.?[0-9]+")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _KEY_SEGMENTS = re.compile(r"[./:]")
@@ -121,7 +129,12 @@ class Streamed:
 
 
 def _placeholder(value: str) -> bool:
-    return value in _PLACEHOLDERS or _PLACEHOLDER_RE.fullmatch(value) is not None
+    """Whether a value stands for a secret instead of being one: empty, None, <...>, ***, or
+    nothing but references to where the secret is kept (`$PASSWORD`, `${{ secrets.TOKEN }}`)."""
+    if value in _PLACEHOLDERS or _PLACEHOLDER_RE.fullmatch(value) is not None:
+        return True
+    rest, references = _REFERENCE_RE.subn("", value)
+    return references > 0 and _BETWEEN_REFERENCES.fullmatch(rest) is not None
 
 
 def _option_like(token: str) -> bool:

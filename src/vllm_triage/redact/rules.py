@@ -225,6 +225,13 @@ class _Builder:
             + _NOT_MARKER_VALUE
             + self._values(rule, _DQ, _ESC_DQ, _SQ, _BARE)
             + ")",
+            # XML key/value attributes (.NET appSettings, nuget.config): key="ApiKey" value="x".
+            _WORD_BEFORE
+            + r"""key[ \t]*=[ \t]*\\?["']"""
+            + name
+            + r"""\\?["'][ \t]+value[ \t]*=[ \t]*"""
+            + _NOT_MARKER_VALUE
+            + self._values(rule, _DQ, _ESC_DQ, _SQ),
         ]
 
     def _add_argument(self, rule: RedactionRule) -> None:
