@@ -96,6 +96,13 @@ ADO_PAT = "pat-" + _random(_ALNUM, 40)
 COOKIE = "ck-" + _random(_ALNUM, 20)
 LICENSE = "lic-" + _random(_ALNUM, 36)
 API_KEY_V2 = "v2-" + _random(_ALNUM, 28)
+# Values with no name of their own, that prose or a command's shape names (this pass's rules).
+PROSE_HEX = _random("0123456789abcdef", 32)
+PROSE_UUID = "-".join(_random("0123456789abcdef", n) for n in (8, 4, 4, 4, 12))
+CURL_PASSWORD = _random(_ALNUM, 18)
+XML_VALUE = "xml-" + _random(_ALNUM, 20)
+WORD_PASSWORD = "".join(_rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(12))
+RANDOM_LOWER = _random("abcdefghijklmnopqrstuvwxyz0123456789", 32)
 SECOND_PASS_LINES = {
     AZURE_KEY: "DefaultEndpointsProtocol=https;AccountName=models1;AccountKey="
     + AZURE_KEY + ";EndpointSuffix=core.windows.net",
@@ -111,6 +118,12 @@ SECOND_PASS_LINES = {
     COOKIE: f"SESSION_COOKIE={COOKIE}",
     LICENSE: f"NEWRELIC_LICENSE_KEY={LICENSE}",
     API_KEY_V2: f"SERVICE_API_KEY_V2={API_KEY_V2}",
+    PROSE_HEX: f"loaded credential {PROSE_HEX} for upstream",
+    PROSE_UUID: f"using token {PROSE_UUID} for the registry",
+    CURL_PASSWORD: f"curl -sS -u robot:{CURL_PASSWORD} https://registry.example.com/v2/",
+    XML_VALUE: f'<add key="ApiKey" value="{XML_VALUE}" />',
+    WORD_PASSWORD: f'provisioner: admin password "{WORD_PASSWORD}" set',
+    RANDOM_LOWER: f"forwarding {RANDOM_LOWER} to the gateway",
 }  # fmt: skip
 SECOND_PASS = [*SECOND_PASS_LINES, DOCKER_PASSWORD, AWS_ID, NETRC_MULTI, *PEM_AFTER]
 SECRETS = [
