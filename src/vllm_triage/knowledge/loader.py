@@ -455,28 +455,31 @@ def _prefix_shapes(path: Path, root: Path) -> PrefixShapes:
 
 
 def _gpu_limits(path: Path, root: Path) -> list[GpuLimit]:
-    name = _relative(path, root)
-    document = _read_yaml(path, root)
-    if not isinstance(document, dict) or set(document) - {"as_of", "limits"}:
-        raise KnowledgeError(f"{name}: expected a mapping with 'as_of' and a 'limits' list")
-    limits = _rows(document, "limits", GpuLimit, name, "limit")
-    ids = [limit.id for limit in limits]
-    if len(set(ids)) != len(ids):
-        raise KnowledgeError(f"{name}: a limit id is defined twice")
-    return limits
+    return _unique_rows(
+        path, root, GpuLimit, "limits", "limit", "id", "a limit id is defined twice"
+    )
 
 
 def _registry_realms(path: Path, root: Path) -> list[RealmPairing]:
     """The registries' token services on other hosts, one row per registry."""
+    return _unique_rows(
+        path, root, RealmPairing, "pairings", "pairing", "registry", "a registry is paired twice"
+    )
+
+
+def _unique_rows(
+    path: Path, root: Path, model: type[ModelT], key: str, row: str, unique: str, twice: str
+) -> list[ModelT]:
+    """A file of `as_of` and one list `key` of `model` rows, no two with the same `unique`."""
     name = _relative(path, root)
     document = _read_yaml(path, root)
-    if not isinstance(document, dict) or set(document) - {"as_of", "pairings"}:
-        raise KnowledgeError(f"{name}: expected a mapping with 'as_of' and a 'pairings' list")
-    pairings = _rows(document, "pairings", RealmPairing, name, "pairing")
-    registries = [pairing.registry for pairing in pairings]
-    if len(set(registries)) != len(registries):
-        raise KnowledgeError(f"{name}: a registry is paired twice")
-    return pairings
+    if not isinstance(document, dict) or set(document) - {"as_of", key}:
+        raise KnowledgeError(f"{name}: expected a mapping with 'as_of' and a '{key}' list")
+    rows = _rows(document, key, model, name, row)
+    values = [getattr(item, unique) for item in rows]
+    if len(set(values)) != len(values):
+        raise KnowledgeError(f"{name}: {twice}")
+    return rows
 
 
 def load_knowledge(data_dir: Path | None = None, *, cached: bool = True) -> KnowledgeBase:
