@@ -132,21 +132,34 @@ COMBOS = [
 
 
 def expected(c: Combo) -> str:
-    """The runbook, written out: the path each combination must get."""
+    """The runbook, written out: the path each combination must get. A custom build is never
+    the first step: when the shared cluster cannot change, the isolated environment comes first
+    whatever the deadline (both runbooks)."""
     if c.diagnosis in ("model_path", "oom", "chat_template"):
         return "no_driver_change"  # not a driver threshold: never a driver path
     if c.window or c.cluster:
         return "upgrade_driver"
     if c.diagnosis == "k3_r570" and c.gpu == DATACENTER:
         return "forward_compat"  # r570 is a supported base for cuda-compat-13-0
-    if c.build and c.deadline == 24.0:
-        return "custom_build"  # urgent, long enough to build twice, and maintainable
     return "isolated_env"
+
+
+def expected_sequence(c: Combo, path: str) -> list[str]:
+    """The order of the paths: a temporary custom build only after the isolated environment,
+    for an urgent deadline long enough to build twice and a team that can maintain it."""
+    if path == "isolated_env" and c.build and c.deadline == 24.0:
+        return ["isolated_env", "custom_build", "upgrade_driver"]
+    return {
+        "no_driver_change": ["no_driver_change"],
+        "upgrade_driver": ["upgrade_driver"] if c.cluster else ["isolated_env", "upgrade_driver"],
+    }.get(path, [path, "upgrade_driver"])
 
 
 def test_the_table_covers_every_combination_and_every_path() -> None:
     paths = {expected(c) for c in COMBOS}
-    assert paths == set(PATHS)
+    assert paths == set(PATHS) - {"custom_build"}
+    sequences = {tuple(expected_sequence(c, expected(c))) for c in COMBOS}
+    assert any("custom_build" in steps for steps in sequences)
     assert len(COMBOS) == len(CLASSES) * 2 * 2 * 3 * 2 * 2
 
 
@@ -166,6 +179,10 @@ def test_the_path_for_each_combination(
         gpu=combo.gpu,
     )
     assert result.recommended.path == expected(combo)
+    if combo.diagnosis not in ("model_path", "oom", "chat_template"):
+        assert [s.path for s in result.plan.sequence] == expected_sequence(
+            combo, result.recommended.path
+        )
     assert {a.path for a in result.alternatives} == set(PATHS) - {result.recommended.path}
     assert all(a.why_not for a in result.alternatives)
     assert result.recommended.reason
@@ -231,14 +248,18 @@ def test_forward_compat_only_where_the_base_and_the_gpu_allow_it(
     assert m.NOTE_GIVEN_OVER_CASE in closed.notes
 
 
-def test_a_custom_build_only_as_a_bypass_the_team_can_reproduce(
+def test_a_custom_build_only_after_the_isolated_environment_and_only_if_reproducible(
     diagnoses: dict[str, Path], tmp_path: Path
 ) -> None:
     k3 = diagnoses["k3_r575"]
     stuck = {"maintenance_window": False, "cluster_can_change": False}
     build = _plan(k3, tmp_path, deadline_hours=24, can_maintain_build=True, **stuck)
-    assert build.recommended.path == "custom_build"
-    assert [s.path for s in build.plan.sequence] == ["custom_build", "upgrade_driver"]
+    assert build.recommended.path == "isolated_env"
+    assert [s.path for s in build.plan.sequence] == [
+        "isolated_env", "custom_build", "upgrade_driver",
+    ]  # fmt: skip
+    why_not_first = {a.path: a.why_not for a in build.alternatives}["custom_build"]
+    assert "Never the first step" in why_not_first and "isolated environment" in why_not_first
     reproducibility = build.plan.reproducibility
     assert reproducibility is not None
     pinned = " ".join(reproducibility.pin)
@@ -251,8 +272,11 @@ def test_a_custom_build_only_as_a_bypass_the_team_can_reproduce(
     why_not = {a.path: a.why_not for a in cannot.alternatives}
     assert "cannot keep a custom build reproducible" in why_not["custom_build"]
 
+    assert [s.path for s in cannot.plan.sequence] == ["isolated_env", "upgrade_driver"]
+
     too_short = _plan(k3, tmp_path, deadline_hours=4, can_maintain_build=True, **stuck)
     assert too_short.recommended.path == "isolated_env"
+    assert [s.path for s in too_short.plan.sequence] == ["isolated_env", "upgrade_driver"]
     assert any(
         "shorter than building twice" in r
         for a in too_short.alternatives
@@ -477,7 +501,10 @@ def test_the_prompt_on_a_terminal_in_korean(
     # CliRunner echoes the typed answers to standard output, as a terminal would show them.
     echoed = _ok(out).stdout
     document = json.loads(echoed[echoed.index("{") :])
-    assert document["recommended"]["path"] == "custom_build"
+    assert document["recommended"]["path"] == "isolated_env"
+    assert [step["path"] for step in document["plan"]["sequence"]] == [
+        "isolated_env", "custom_build", "upgrade_driver",
+    ]  # fmt: skip
     assert document["constraints"]["asked"] == [
         "maintenance_window", "cluster_can_change", "deadline", "can_maintain_build",
     ]  # fmt: skip

@@ -145,7 +145,7 @@ def plan(options: PlanOptions, *, kb: KnowledgeBase | None = None) -> Plan:
     )
     change = ChangePlan(
         steps=list(recovery.path(recommended.path).steps),
-        sequence=sequence(situation, recommended.path),
+        sequence=sequence(situation, recommended.path, recovery),
         target=target,
     )
     if threshold:

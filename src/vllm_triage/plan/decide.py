@@ -7,9 +7,11 @@ The order, first that applies:
 2. a maintenance window, or a shared cluster that may change today: upgrade the driver;
 3. forward compatibility where the installed branch is a supported base and the GPU a
    data-center part (never a New Feature Branch such as r575): run on the installed driver;
-4. an urgent deadline that a custom build can still meet, and a team that can keep it
-   reproducible: a temporary custom build for the host's CUDA;
-5. otherwise: validate in an isolated compatible environment first, the driver change later.
+4. otherwise: validate in an isolated compatible environment first, the driver change later.
+   A custom build for the host's CUDA is never the first step (both runbooks: when the shared
+   cluster cannot change, the isolated environment comes first); with an urgent deadline it
+   can still meet and a team that can keep it reproducible, it follows the isolated environment
+   in the sequence as a temporary bypass with an end date.
 A constraint nobody gave counts as the conservative answer (no window, no change today, no
 urgent deadline, no custom build); the plan says so in its assumptions.
 """
@@ -99,10 +101,15 @@ def choose(situation: Situation, recovery: Recovery) -> PathId:
         return "upgrade_driver"
     if s.forward_compat.possible:
         return "forward_compat"
-    build = holds(s, recovery.path("custom_build"), recovery)
-    if s.can_maintain_build is True and "deadline_urgent" in build:
-        return "isolated_env" if "deadline_too_short" in build else "custom_build"
     return "isolated_env"
+
+
+def bridges(situation: Situation, recovery: Recovery) -> bool:
+    """Whether a temporary custom build follows the isolated environment: the deadline is
+    urgent, long enough to build twice and compare, and the team can keep the build
+    reproducible."""
+    build = holds(situation, recovery.path("custom_build"), recovery)
+    return {"can_maintain_build", "deadline_urgent"} <= build and "deadline_too_short" not in build
 
 
 def weigh(situation: Situation, recovery: Recovery) -> tuple[Recommended, list[Alternative]]:
@@ -139,8 +146,9 @@ def weigh(situation: Situation, recovery: Recovery) -> tuple[Recommended, list[A
     return recommended, alternatives
 
 
-def sequence(situation: Situation, chosen: PathId) -> list[SequenceStep]:
-    """The order the paths come in: what happens now, and the driver change that follows."""
+def sequence(situation: Situation, chosen: PathId, recovery: Recovery) -> list[SequenceStep]:
+    """The order the paths come in: what happens now, a temporary bypass where the deadline
+    needs one, and the driver change that follows."""
     if chosen == "no_driver_change":
         steps = [SequenceStep(path="no_driver_change", when=m.WHEN_NOW)]
         if situation.threshold_finding:
@@ -153,10 +161,15 @@ def sequence(situation: Situation, chosen: PathId) -> list[SequenceStep]:
             SequenceStep(path="isolated_env", when=m.WHEN_UNTIL_WINDOW),
             SequenceStep(path="upgrade_driver", when=m.WHEN_IN_WINDOW),
         ]
+    if chosen == "isolated_env" and bridges(situation, recovery):
+        return [
+            SequenceStep(path="isolated_env", when=m.WHEN_NOW),
+            SequenceStep(path="custom_build", when=m.WHEN_AFTER_ISOLATED_TEMPORARY),
+            SequenceStep(path="upgrade_driver", when=m.WHEN_NEXT_WINDOW_RETIRE_BUILD),
+        ]
     later = {
         "isolated_env": (m.WHEN_NOW, m.WHEN_NEXT_WINDOW_EVIDENCE),
         "forward_compat": (m.WHEN_NOW, m.WHEN_NEXT_WINDOW_REMOVE_COMPAT),
-        "custom_build": (m.WHEN_NOW_TEMPORARY, m.WHEN_NEXT_WINDOW_RETIRE_BUILD),
     }
     now, then = later[chosen]
     return [

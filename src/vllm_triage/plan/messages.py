@@ -84,7 +84,10 @@ WHEN_NEXT_WINDOW_REMOVE_COMPAT = N_(
     "in the next maintenance window; then remove the compat package"
 )
 WHEN_NEXT_WINDOW_RETIRE_BUILD = N_("in the next maintenance window; then retire the custom build")
-WHEN_NOW_TEMPORARY = N_("now, as a temporary bypass with an end date")
+WHEN_AFTER_ISOLATED_TEMPORARY = N_(
+    "once the isolated environment has validated the application, if the deadline needs it: "
+    "a temporary bypass with an end date"
+)
 WHEN_AFTER_FIX = N_("after this fix, if the driver threshold stops the image next")
 
 # --- labels of the renderings --------------------------------------------------------------------
