@@ -210,6 +210,14 @@ def test_kimi_k3_on_r575_the_runbook_cases(diagnoses: dict[str, Path], tmp_path:
     stuck = _plan(k3, tmp_path, maintenance_window=False, cluster_can_change=False)
     assert stuck.recommended.path == "isolated_env"
     assert [s.path for s in stuck.plan.sequence] == ["isolated_env", "upgrade_driver"]
+    # each path of the sequence with its own risks: staying on r575 first, then the upgrade's
+    risks = {entry.path: " ".join(entry.risks) for entry in stuck.plan.risks_by_path}
+    assert list(risks) == ["isolated_env", "upgrade_driver"]
+    assert "stays on the old driver" in risks["isolated_env"]
+    assert "rollback time" in risks["isolated_env"] and "NCCL" in risks["isolated_env"]
+    assert "Driver/library version mismatch" in risks["upgrade_driver"]
+    assert "Driver/library version mismatch" not in risks["isolated_env"]
+    assert stuck.plan.risks == [r for e in stuck.plan.risks_by_path for r in e.risks]
     steps = " ".join(stuck.plan.steps)
     assert "OpenAI-compatible endpoint" in steps and "evidence" in steps
 
@@ -260,6 +268,8 @@ def test_a_custom_build_only_after_the_isolated_environment_and_only_if_reproduc
     ]  # fmt: skip
     why_not_first = {a.path: a.why_not for a in build.alternatives}["custom_build"]
     assert "Never the first step" in why_not_first and "isolated environment" in why_not_first
+    build_risks = {e.path: " ".join(e.risks) for e in build.plan.risks_by_path}["custom_build"]
+    assert "pinned" in build_risks and "Security updates" in build_risks
     reproducibility = build.plan.reproducibility
     assert reproducibility is not None
     pinned = " ".join(reproducibility.pin)

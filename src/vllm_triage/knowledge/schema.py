@@ -995,6 +995,9 @@ class RecoveryPath(Row, frozen=True, kw_only=True):
         Text, msgspec.Meta(description="why not, when it is possible but another path comes first")
     ]
     steps: Annotated[list[Text], msgspec.Meta(min_length=1)]
+    risks: Annotated[
+        list[Text], msgspec.Meta(description="what can go wrong on this path, for the approvers")
+    ] = msgspec.field(default_factory=list)
 
 
 class LongTermRelease(Row, frozen=True, kw_only=True):
@@ -1016,13 +1019,13 @@ class BaselineItem(_Knowledge, frozen=True, kw_only=True):
 
 
 class ChangePlan(Row, frozen=True, kw_only=True):
-    """The driver change on a shared cluster: baseline, staged order, rollback, risks, when to
-    widen, the change-record checklist and what to re-check before starting."""
+    """The driver change on a shared cluster: baseline, staged order, rollback, when to widen,
+    the change-record checklist and what to re-check before starting (each path's risks are the
+    path's own)."""
 
     baseline: Annotated[list[BaselineItem], msgspec.Meta(min_length=1)]
     staged_order: Annotated[list[Text], msgspec.Meta(min_length=1)]
     rollback: Annotated[list[Text], msgspec.Meta(min_length=1)]
-    risks: Annotated[list[Text], msgspec.Meta(min_length=1)]
     widen_when: Annotated[list[Text], msgspec.Meta(min_length=1)]
     change_record: Annotated[list[Text], msgspec.Meta(min_length=1)]
     recheck: Annotated[list[Text], msgspec.Meta(min_length=1)]

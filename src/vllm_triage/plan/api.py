@@ -19,6 +19,7 @@ from vllm_triage.case import Case, case_folder, fingerprint, read_artifact
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.knowledge.schema import Recovery
 from vllm_triage.models import Diagnosis, InputFile
 from vllm_triage.plan import messages as m
 from vllm_triage.plan.decide import (
@@ -37,8 +38,10 @@ from vllm_triage.plan.models import (
     Flow,
     ForwardCompatCheck,
     HostFacts,
+    PathRisks,
     Plan,
     Reproducibility,
+    SequenceStep,
 )
 from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
 
@@ -390,7 +393,7 @@ def _driver_change(
             ],
             "staged_order": list(plan.staged_order),
             "rollback": list(plan.rollback),
-            "risks": list(plan.risks),
+            **_risks(recovery, change.sequence),
             "widen_when": list(plan.widen_when),
             "change_record": list(plan.change_record),
             "reproducibility": Reproducibility(
@@ -399,6 +402,17 @@ def _driver_change(
             "recheck": list(plan.recheck),
         }
     )
+
+
+def _risks(recovery: Recovery, sequence: list[SequenceStep]) -> dict[str, object]:
+    """The risks of each path of the sequence, from recovery.yaml, in the sequence's order."""
+    by_path = [
+        PathRisks(path=step.path, risks=list(recovery.path(step.path).risks))
+        for step in sequence
+        if recovery.path(step.path).risks
+    ]
+    flat = [risk for entry in by_path for risk in entry.risks]
+    return {"risks": list(dict.fromkeys(flat)), "risks_by_path": by_path}
 
 
 def _baseline_now(evidence: _Evidence) -> dict[str, str]:

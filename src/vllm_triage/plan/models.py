@@ -116,6 +116,13 @@ class Reproducibility(Artifact):
     check: list[str]
 
 
+class PathRisks(Artifact):
+    """What can go wrong on one path of the sequence."""
+
+    path: PathId
+    risks: list[str]
+
+
 class ChangePlan(Artifact):
     """What to do, in order: the path's own steps, the order of the paths, and for a driver
     change the baseline, staged order, rollback, risks, widening conditions and record."""
@@ -128,7 +135,9 @@ class ChangePlan(Artifact):
     baseline: list[BaselineEntry] = Field(default_factory=list)
     staged_order: list[str] = Field(default_factory=list)
     rollback: list[str] = Field(default_factory=list)
+    # the risks of every path of the sequence, in its order (risks_by_path says whose)
     risks: list[str] = Field(default_factory=list)
+    risks_by_path: list[PathRisks] = Field(default_factory=list)
     widen_when: list[str] = Field(default_factory=list)
     change_record: list[str] = Field(default_factory=list)
     reproducibility: Reproducibility | None = None

@@ -118,7 +118,6 @@ def plan_view(plan: Plan, language: Language = "en") -> View:
     sections = [
         (m.STAGED_ORDER, change.staged_order, "checklist"),
         (m.ROLLBACK, change.rollback, "numbered"),
-        (m.RISKS, change.risks, "bullets"),
         (m.WIDEN_WHEN, change.widen_when, "checklist"),
         (m.CHANGE_RECORD, change.change_record, "checklist"),
     ]
@@ -128,11 +127,21 @@ def plan_view(plan: Plan, language: Language = "en") -> View:
             (m.REPRODUCE, change.reproducibility.check, "bullets"),
         ]
     sections.append((m.RECHECK, change.recheck, "bullets"))
-    view.sections = [
+    risks = [
+        Section(
+            tr(m.RISKS_OF, path=tr(names.get(entry.path, entry.path))),
+            [tr(item) for item in entry.risks],
+            "bullets",
+        )
+        for entry in change.risks_by_path
+    ]
+    plain = [
         Section(tr(title), [tr(item) for item in items], style)
         for title, items, style in sections
         if items
     ]
+    # each path's risks where the change's risks were read: after the staged order and rollback
+    view.sections = plain[:2] + risks + plain[2:]
     view.constraints = _constraints(plan, tr)
     view.assumptions = [tr(text) for text in plan.assumptions]
     view.notes = [tr(text) for text in plan.notes]
