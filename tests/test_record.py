@@ -505,7 +505,7 @@ def _free_port() -> int:
 
 def _check(case: Path, *args: str) -> tuple[Result, dict[str, Any]]:
     result = run_cli("record", "check", "--case", str(case), "--format", "json", *args)
-    assert result.exit_code in (0, 1), (result.exit_code, result.stderr)
+    assert result.exit_code in (0, 1, 4), (result.exit_code, result.stderr)
     return result, json.loads(result.stdout)
 
 
@@ -550,11 +550,16 @@ def _ok_or_due(result: Result) -> str:
     return result.stdout
 
 
-def test_an_unreachable_registry_leaves_the_trigger_unknown(case: Path) -> None:
+def test_an_unreachable_registry_leaves_the_trigger_unknown_and_the_check_incomplete(
+    case: Path,
+) -> None:
+    """Nothing due among what could be checked, two triggers not checked: exit 4 (a scheduled
+    check learns it checked less than the record asks), the triggers named."""
     _record_json(case)
     url = f"http://127.0.0.1:{_free_port()}"
     result, review = _check(case, "--registry", url, "--deadline", "5")
-    assert result.exit_code == 0 and review["due"] is False
+    assert result.exit_code == 4 and review["due"] is False
+    assert review["unchecked"] == ["official-cu129-image", "stable-release"]
     triggers = _by_id(review["triggers"])
     for name in ("official-cu129-image", "stable-release"):
         assert triggers[name]["status"] == "unknown"
@@ -562,15 +567,18 @@ def test_an_unreachable_registry_leaves_the_trigger_unknown(case: Path) -> None:
     markdown = run_cli(
         "record", "check", "--case", str(case), "--registry", url, "--format", "markdown"
     )
-    assert markdown.exit_code == 0
-    assert "2 triggers could not be checked (unknown)" in markdown.stdout
+    assert markdown.exit_code == 4
+    assert "Not checked (2)" in markdown.stdout and "exits 4" in markdown.stdout
+    for name in (triggers["official-cu129-image"]["name"], triggers["stable-release"]["name"]):
+        assert name in markdown.stdout
 
 
 def test_due_when_the_review_date_has_come(case: Path, kb: KnowledgeBase) -> None:
     _record_json(case, "--review-days", "0")
     url = f"http://127.0.0.1:{_free_port()}"
     result, review = _check(case, "--registry", url, "--lang", "ja")
-    assert result.exit_code == 1 and review["due"] is True
+    assert result.exit_code == 1 and review["due"] is True, "due wins over unchecked triggers"
+    assert review["unchecked"]
     assert _by_id(review["triggers"])["review-date"]["status"] == "met"
     text = run_cli("record", "check", "--case", str(case), "--registry", url, "--lang", "ja")
     assert text.exit_code == 1 and "再評価が必要" in text.stdout
@@ -860,7 +868,7 @@ def test_both_forms_of_the_command(case: Path) -> None:
     # the case, language and format given before `check` are the check's
     url = f"http://127.0.0.1:{_free_port()}"
     result = run_cli("record", "--case", str(case), "--format", "json", "check", "--registry", url)
-    assert result.exit_code == 0 and json.loads(result.stdout)["due"] is False
+    assert result.exit_code == 4 and json.loads(result.stdout)["due"] is False  # unchecked
     _one_line_error(
         run_cli("record", "--case", str(case), "--adopted", "isolated_env", "check"),
         "does not make a record",

@@ -32,6 +32,7 @@ import click
 from vllm_triage import __version__
 from vllm_triage.errors import (
     EXIT_BAD_INPUT,
+    EXIT_INCOMPLETE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_NO_GO,
@@ -279,6 +280,20 @@ _HOURS = _FiniteFloat(0, 24 * 366)
 _STALE_HOURS = _FiniteFloat(0, 24 * 366, min_open=True)
 _GPU_GIB = _FiniteFloat(0, 4096, min_open=True)
 _UTILIZATION = _FiniteFloat(0.01, 1.0)
+# The range of each kind of integer option: the library's own where it checks one (a test ties
+# the two), else what no setting needs to pass. Beyond it a value is a slip, and a huge one must
+# not reach the library (a prompt of 10**30 tokens, an API page of 10**30 nodes).
+_BYTES = click.IntRange(1, 2**60)  # weights or a KV cache: 1 EiB (capacity)
+_GPUS = click.IntRange(1, 100_000)  # GPUs given (capacity, preflight: MAX_GPU_COUNT)
+_PARALLEL = click.IntRange(1, 4096)  # one parallel size (capacity: MAX_PARALLEL)
+_MODEL_LEN = click.IntRange(1, 2**40)  # tokens of --max-model-len (capacity)
+_REQUESTS = click.IntRange(1, 1_000_000)  # requests in the estimate (capacity: MAX_CONCURRENCY)
+_PROMPT_TOKENS = click.IntRange(16, 2**24)  # the prompt validate builds (MAX_TARGET_CONTEXT)
+_IN_FLIGHT = click.IntRange(1, 1024)  # requests at once, a thread each (validate)
+_STARTS = click.IntRange(1, 20)  # server starts (validate: MAX_STARTS)
+_REVIEW_DAYS = click.IntRange(0, 3650)  # ten years (record: MAX_REVIEW_DAYS)
+_NODES = click.IntRange(1, 1_000_000)  # nodes a wave, objects a page: the scan's MAX_NODES
+_FORKS = click.IntRange(1, 1000)  # processes Ansible runs at once, each a host's connection
 # Where the commands that make an artifact write it (vllm_triage.case.case_folder decides).
 _CASE = "Default: $VLLM_TRIAGE_CASE, else ./triage."
 _LANG_HELP = "Language of the output: en, ko or ja (default: $VLLM_TRIAGE_LANG, else the locale)."
@@ -734,14 +749,14 @@ def prefix_check(
 @click.option("--model", required=True, metavar="PATH", help="Model folder, or its config.json.")
 @click.option(
     "--weights-bytes",
-    type=int,
+    type=_BYTES,
     metavar="N",
     help="The weights' total bytes (default: model.safetensors.index.json, the "
     "*.safetensors files, or the config's parameter count).",
 )
 @click.option("--gpu", metavar="NAME", help='GPU model, e.g. B200, "H100 80GB", "NVIDIA H100 NVL".')
 @click.option(
-    "--gpu-count", type=int, metavar="N", help="GPUs there are (default: what the launch uses)."
+    "--gpu-count", type=_GPUS, metavar="N", help="GPUs there are (default: what the launch uses)."
 )
 @click.option(
     "--gpu-memory-gib",
@@ -759,12 +774,14 @@ def prefix_check(
     metavar="FILE|-",
     help="The vLLM launch command; the flags below override it.",
 )
-@click.option("--tensor-parallel-size", "-tp", type=int, metavar="N")
-@click.option("--pipeline-parallel-size", "-pp", type=int, metavar="N")
-@click.option("--data-parallel-size", "-dp", type=int, metavar="N")
-@click.option("--decode-context-parallel-size", "-dcp", type=int, metavar="N")
+@click.option("--tensor-parallel-size", "-tp", type=_PARALLEL, metavar="N")
+@click.option("--pipeline-parallel-size", "-pp", type=_PARALLEL, metavar="N")
+@click.option("--data-parallel-size", "-dp", type=_PARALLEL, metavar="N")
+@click.option("--decode-context-parallel-size", "-dcp", type=_PARALLEL, metavar="N")
 @click.option("--enable-expert-parallel/--no-enable-expert-parallel", default=None)
-@click.option("--max-model-len", type=int, metavar="N", help="Default: the model's own maximum.")
+@click.option(
+    "--max-model-len", type=_MODEL_LEN, metavar="N", help="Default: the model's own maximum."
+)
 @click.option(
     "--gpu-memory-utilization", type=_UTILIZATION, metavar="F", help="Default: 0.9, as vLLM."
 )
@@ -773,13 +790,13 @@ def prefix_check(
 @click.option("--dtype", metavar="D", help="Default: auto.")
 @click.option(
     "--kv-cache-memory-bytes",
-    type=int,
+    type=_BYTES,
     metavar="N",
     help="The KV cache per GPU, given outright.",
 )
 @click.option(
     "--concurrency",
-    type=int,
+    type=_REQUESTS,
     default=1,
     metavar="N",
     help="Requests of --max-model-len at once.",
@@ -866,7 +883,9 @@ def capacity_command(
 )
 @click.option("--driver", help="Host driver version (default: nvidia-smi).")
 @click.option("--gpu", help="GPU name (default: nvidia-smi).")
-@click.option("--gpu-count", type=int, metavar="N", help="GPUs on the node (default: nvidia-smi).")
+@click.option(
+    "--gpu-count", type=_GPUS, metavar="N", help="GPUs on the node (default: nvidia-smi)."
+)
 @click.option(
     "--shm-size",
     metavar="SIZE",
@@ -944,10 +963,10 @@ def preflight_command(
 @click.option("--model", help="Model id (default: the first served).")
 @click.option(
     "--target-context",
-    type=int,
+    type=_PROMPT_TOKENS,
     help="Prompt tokens for rung 3 (default: max_model_len - output).",
 )
-@click.option("--max-concurrency", type=int, default=8, help="Highest level of the ramp.")
+@click.option("--max-concurrency", type=_IN_FLIGHT, default=8, help="Highest level of the ramp.")
 @click.option("--recipe", help="Model recipe, e.g. kimi-k3.")
 @click.option(
     "--profile", help="The recipe's serving profile, e.g. pd-decode (default: its default)."
@@ -991,7 +1010,7 @@ def preflight_command(
 )
 @click.option(
     "--starts",
-    type=int,
+    type=_STARTS,
     metavar="N",
     help="How many starts with --start-cmd (default 1, at most 20).",
 )
@@ -1421,7 +1440,7 @@ class _RecordPrompt:
     "forward_compat or no_driver_change (default: the plan's recommendation).",
 )
 @click.option("--reason", help="The team's own words on why (kept with the plan's).")
-@click.option("--review-days", type=int, help="Days until the re-evaluation (default 30).")
+@click.option("--review-days", type=_REVIEW_DAYS, help="Days until the re-evaluation (default 30).")
 @click.option(
     "--recipe",
     help="The model's recipe, whose image triggers are watched (default: found).",
@@ -1528,8 +1547,9 @@ def record_check(
     lang: str | None,
 ) -> None:
     """Re-evaluate the record's triggers (the review date, image tags in the registry); exit 1
-    when the decision is due for review, 0 when not, 2 on bad input. An unreachable registry
-    leaves its trigger unknown."""
+    when the decision is due for review, 0 when not, 4 when not due among the triggers it could
+    check but a trigger could not be checked (an unreachable registry leaves it unknown), 2 on
+    bad input."""
     from vllm_triage.case import case_folder
     from vllm_triage.i18n import resolve_language
     from vllm_triage.record import RecordCheckOptions
@@ -1551,6 +1571,8 @@ def record_check(
     )
     if result.due:
         raise click.exceptions.Exit(EXIT_NO_GO)
+    if result.unchecked:
+        raise click.exceptions.Exit(EXIT_INCOMPLETE)
 
 
 @app.command()
@@ -1631,7 +1653,7 @@ def report(
 )
 @click.option(
     "--wave-size",
-    type=click.IntRange(min=1),
+    type=_NODES,
     default=10,
     help="Nodes per wave after the canary.",
 )
@@ -1642,9 +1664,7 @@ def report(
     metavar="HOURS",
     help="Labels older than this are stale.",
 )
-@click.option(
-    "--page-size", type=click.IntRange(min=1), default=500, help="Objects per API request."
-)
+@click.option("--page-size", type=_NODES, default=500, help="Objects per API request.")
 @_case_option("Case folder: the scan goes into its fleet-scan.json and .md.")
 @_format_option()
 def fleet_scan_command(
@@ -1723,7 +1743,7 @@ def fleet_scan_command(
     "--inventory", type=_PATH, metavar="FILE", help="Without Kubernetes: an Ansible inventory."
 )
 @click.option("--limit", metavar="PATTERN", help="Ansible host pattern (default: all).")
-@click.option("--forks", type=click.IntRange(min=1), default=10, help="Hosts Ansible runs at once.")
+@click.option("--forks", type=_FORKS, default=10, help="Hosts Ansible runs at once.")
 @click.option("--kube", is_flag=True, help="One Job per node on Kubernetes.")
 @click.option("--kubeconfig", type=_PATH, metavar="FILE")
 @click.option("--context", help="The kubeconfig's context.")

@@ -15,6 +15,9 @@ EXIT_NO_GO = 1
 check found problems."""
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_KNOWLEDGE = 3
+EXIT_INCOMPLETE = 4
+"""An answer that covers less than was asked: `record check` could not check a trigger (its
+registry could not be read), and none of those it could check makes the decision due."""
 EXIT_INTERNAL = 70
 """A bug in the tool (sysexits' EX_SOFTWARE): one line, the traceback with VLLM_TRIAGE_TRACEBACK=1."""
 EXIT_INTERRUPTED = 130

@@ -4,7 +4,9 @@ record that can be seen from here, and say whether the decision is due for revie
 The review date is compared with today; an image trigger reads the registry's tag list (the one
 the trigger names, or --registry for every one of them, e.g. a mirror). A registry that cannot be
 reached, or answers something that is not a tag list, leaves its trigger unknown: that is an
-answer, not an error, and it does not make the decision due. Nothing is written.
+answer, not an error, and it does not make the decision due; the answer lists it as unchecked
+(and the command exits 4 when nothing else is due, so that a scheduled check learns it checked
+less than the record asks). Nothing is written.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def record_check(options: RecordCheckOptions, *, tags: TagLister | None = None) 
         today=today.isoformat(),
         due=any(result.status == "met" for result in results),
         triggers=results,
+        unchecked=[result.id for result in results if result.status == "unknown"],
     ).stamped([fingerprint(path, case.relative(path))])
 
 

@@ -249,6 +249,8 @@ NOT_DUE = N_("Not due for review")
 DUE_LINE = N_("The decision ({path}, recorded {recorded}) is due for review: {reasons}.")
 NOT_DUE_LINE = N_("The decision ({path}, recorded {recorded}) is not due for review before {date}.")
 UNKNOWN_TRIGGERS = N_(
-    "{count} triggers could not be checked (unknown): they do not make the decision due."
+    "Not checked ({count}): {names}. A trigger that could not be checked does not make the "
+    "decision due; the check exits 4 so that a scheduled run learns it checked less than the "
+    "record asks."
 )
 TRIGGER = N_("Trigger")

@@ -230,3 +230,5 @@ class RecordReview(CaseArtifact):
     today: str
     due: bool
     triggers: list[TriggerResult]
+    # the ids of the triggers that could not be checked (status unknown)
+    unchecked: list[str] = Field(default_factory=list)

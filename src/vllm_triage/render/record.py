@@ -422,13 +422,17 @@ def review_view(review: RecordReview, language: Language = "en") -> ReviewView:
         if review.due
         else tr(m.NOT_DUE_LINE, path=review.adopted, recorded=recorded, date=review.review_date)
     )
-    unknown = sum(1 for t in review.triggers if t.status == "unknown")
+    unknown = [row.name for row in rows if row.status == "unknown"]
     return ReviewView(
         title=tr(m.CHECK_TITLE),
         due=review.due,
         verdict=tr(m.DUE) if review.due else tr(m.NOT_DUE),
         line=line,
-        unknown=tr(m.UNKNOWN_TRIGGERS, count=unknown) if unknown else None,
+        unknown=(
+            tr(m.UNKNOWN_TRIGGERS, count=len(unknown), names="; ".join(unknown))
+            if unknown
+            else None
+        ),
         labels={"TRIGGER": tr(m.TRIGGER), "STATUS": tr(m.STATUS), "EVIDENCE": tr(m.EVIDENCE)},
         triggers=rows,
     )
