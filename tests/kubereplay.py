@@ -8,6 +8,10 @@ which answers the requests the fleet code makes in the API's real format:
 - an expired continue token: 410 Gone with the Status the API server sends (reason Expired and
   its real message), on the first N continued requests (`expire_continues`);
 - a forbidden list: 403 with the RBAC Status message (`forbid`);
+- pages whose metadata (the continue token) comes after the items (`metadata_last`), which the
+  API server's own encoder never writes but JSON allows;
+- the whole NodeList as one answer, `limit` ignored as the API allows a server to, sent in HTTP
+  chunks while it is made (`node_body`: never held whole; an endless one for the deadlines);
 - Jobs: POST /apis/batch/v1/namespaces/NS/jobs (201, the Job echoed with uid and
   creationTimestamp), GET .../jobs/NAME/status, DELETE .../jobs/NAME (a Status), 409 AlreadyExists
   for a name that exists; the pods of a Job (label job-name=NAME) and their logs, scripted per
@@ -20,11 +24,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import orjson
 
 EXPIRED_MESSAGE = (
     "The provided continue parameter is too old to display a consistent list result. You can "
@@ -33,6 +40,22 @@ EXPIRED_MESSAGE = (
     "inconsistent list - objects that were created, modified, or deleted between the time the "
     "first chunk was returned and now may show up in the list."
 )
+
+
+CHUNK_BYTES = 64 * 1024
+
+
+def node_list_body(nodes: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    """A NodeList written node by node as the API server's streaming encoder writes it (kind,
+    apiVersion, metadata, then the items), in pieces of about CHUNK_BYTES."""
+    piece = bytearray(b'{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"1"},')
+    piece += b'"items":['
+    for index, node in enumerate(nodes):
+        piece += (b"," if index else b"") + orjson.dumps(node)
+        if len(piece) >= CHUNK_BYTES:
+            yield bytes(piece)
+            piece.clear()
+    yield bytes(piece + b"]}")
 
 
 @dataclass
@@ -48,6 +71,10 @@ class Replay:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     expire_continues: int = 0  # answer 410 to this many continued list requests
+    metadata_last: bool = False  # list pages write their metadata after the items
+    # GET /api/v1/nodes answers this body, made anew for each request, in HTTP chunks
+    node_body: Callable[[], Iterable[bytes]] | None = None
+    stopped: threading.Event = field(default_factory=threading.Event)  # set when the server ends
     forbid: set[str] = field(default_factory=set)  # "nodes", "pods", "jobs"
     jobs_by_node: dict[str, JobScript] = field(default_factory=dict)
     requests: list[tuple[str, str, dict[str, list[str]]]] = field(default_factory=list)
@@ -92,6 +119,7 @@ class Replay:
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
+        self.stopped.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -142,6 +170,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _send_chunked(self, chunks: Iterable[bytes]) -> None:
+        """A 200 answer in HTTP chunks, each sent as it is made; a client that hangs up ends it."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                if chunk:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
     def _record(self) -> tuple[str, dict[str, list[str]]]:
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
@@ -183,13 +225,16 @@ class _Handler(BaseHTTPRequestHandler):
                 json.dumps({"start": start + limit, "rv": 48211936}).encode().hex()
             )
             metadata["remainingItemCount"] = len(chosen) - start - limit
-        self._send(
-            200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": metadata, "items": page}
-        )
+        document = {"kind": f"{kind}List", "apiVersion": "v1", "metadata": metadata, "items": page}
+        if self.replay.metadata_last:
+            document["metadata"] = document.pop("metadata")
+        self._send(200, document)
 
     def do_GET(self) -> None:
         path, query = self._record()
         replay = self.replay
+        if path == "/api/v1/nodes" and replay.node_body is not None:
+            return self._send_chunked(replay.node_body())
         if path == "/api/v1/nodes":
             return self._page("Node", replay.nodes, query)
         if path == "/api/v1/pods":

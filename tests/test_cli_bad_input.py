@@ -366,3 +366,96 @@ def test_a_timeout_above_a_day_is_refused_and_one_within_its_range_is_taken(
     assert "0<x<=3600" in message
     help_text = run_cli("collect", "--help", cwd=tmp_path).stdout
     assert "0<x<=3600" in help_text  # the range is stated where the option is
+
+
+# ---------------------------------------------------------------------------------------------
+# integer options: within the option's stated range (a minimum and a maximum), else a usage error
+
+
+def _int_options() -> list[tuple[tuple[str, ...], str, int, int]]:
+    """(command path, option, its minimum, its maximum) for every integer option of every
+    command."""
+    import click
+
+    from vllm_triage.cli import app
+
+    found = []
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        for param in command.params:
+            if isinstance(param.type, click.types.IntParamType):
+                where = f"{' '.join(path)} {param.opts[0]}"
+                assert isinstance(param.type, click.IntRange), f"{where}: no range"
+                low, high = param.type.min, param.type.max
+                assert low is not None and high is not None, f"{where}: unbounded"
+                assert not param.type.min_open and not param.type.max_open, where
+                found.append((path, param.opts[0], int(low), int(high)))
+
+    walk(app, ())
+    return found
+
+
+INT_OPTIONS = _int_options()
+
+
+def test_every_command_has_its_integer_options_found() -> None:
+    """The walk finds the options named here (a rename, or a plain `int`, would hide one)."""
+    names = {(" ".join(path), option) for path, option, _, _ in INT_OPTIONS}
+    assert {("capacity", "--concurrency"), ("capacity", "--tensor-parallel-size")} <= names
+    assert {("validate", "--target-context"), ("validate", "--starts")} <= names
+    assert {("fleet scan", "--page-size"), ("fleet run", "--forks")} <= names
+    assert {("record", "--review-days"), ("preflight", "--gpu-count")} <= names
+    assert len(names) >= 17, names
+
+
+@pytest.mark.parametrize(
+    ("path", "option", "minimum", "maximum"),
+    INT_OPTIONS,
+    ids=[f"{' '.join(p)} {o}" for p, o, _, _ in INT_OPTIONS],
+)
+@pytest.mark.parametrize("value", ["huge", "negative", "above", "below"])
+def test_an_integer_option_refuses_what_is_outside_its_range(
+    tmp_path: Path, path: tuple[str, ...], option: str, minimum: int, maximum: int, value: str
+) -> None:
+    given = {"huge": 10**30, "negative": -1, "above": maximum + 1, "below": minimum - 1}[value]
+    message = assert_bad_input(run_cli(*path, f"{option}={given}", cwd=tmp_path))
+    assert f"Invalid value for '{option}'" in message, message
+    assert f"{minimum}<=x<={maximum}" in message, message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", sorted({path for path, *_ in INT_OPTIONS}))
+def test_the_integer_ranges_are_stated_in_help(tmp_path: Path, path: tuple[str, ...]) -> None:
+    help_text = run_cli(*path, "--help", cwd=tmp_path).stdout
+    for _, option, minimum, maximum in (row for row in INT_OPTIONS if row[0] == path):
+        assert f"{minimum}<=x<={maximum}" in help_text, option
+
+
+def test_the_integer_ranges_are_the_libraries_own() -> None:
+    """Where a library checks an option's range itself, the command line states the same one."""
+    from vllm_triage.capacity import api as capacity
+    from vllm_triage.capacity import shapes
+    from vllm_triage.fleet import sources
+    from vllm_triage.preflight import api as preflight
+    from vllm_triage.record import api as record
+    from vllm_triage.validate import ladder, starts
+
+    ranges = {(" ".join(path), option): (low, high) for path, option, low, high in INT_OPTIONS}
+    assert ranges["capacity", "--gpu-count"] == (1, capacity.MAX_GPU_COUNT)
+    assert ranges["preflight", "--gpu-count"] == (1, preflight.MAX_GPU_COUNT)
+    assert ranges["capacity", "--concurrency"] == (1, capacity.MAX_CONCURRENCY)
+    assert ranges["capacity", "--max-model-len"] == (1, shapes.MAX_POSITIONS)
+    assert ranges["capacity", "--weights-bytes"] == (1, shapes.MAX_TOTAL_BYTES)
+    assert ranges["capacity", "--kv-cache-memory-bytes"] == (1, shapes.MAX_TOTAL_BYTES)
+    for flag in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size"):
+        assert ranges["capacity", flag] == (1, capacity.MAX_PARALLEL)
+    assert ranges["capacity", "--decode-context-parallel-size"] == (1, capacity.MAX_PARALLEL)
+    assert ranges["validate", "--target-context"] == (16, ladder.MAX_TARGET_CONTEXT)
+    assert ranges["validate", "--max-concurrency"] == (1, ladder._MAX_CONCURRENCY)
+    assert ranges["validate", "--starts"] == (1, starts.MAX_STARTS)
+    assert ranges["record", "--review-days"] == (0, record.MAX_REVIEW_DAYS)
+    assert ranges["fleet scan", "--wave-size"] == (1, sources.MAX_NODES)
+    assert ranges["fleet scan", "--page-size"] == (1, sources.MAX_NODES)

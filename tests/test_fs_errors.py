@@ -1,6 +1,8 @@
 """A file system that refuses the case's writes (full, read-only, no permission) is one line and
 exit 2 naming the path, for every command that writes: collect, baseline capture, diagnose,
 report. Nothing half-written is left behind, and what the case held before is kept as it was.
+When only collect's .tar.gz is refused, the bundle folder it packs (evidence taken once) is kept
+whole, and the line says where it is.
 
 Full and read-only are real: a 256 KiB tmpfs filled to the last page, and a read-only bind mount
 (the tests run as root in their container; they skip, saying why, where mount is refused).
@@ -14,7 +16,7 @@ import errno
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from cli import Result, run_cli
 from fakehost import FakeHost
 from test_baseline import NCCL_LOG, _node
 
+from vllm_triage.bundle.read import open_bundle
 from vllm_triage.case import LOCK
 
 REPO = Path(__file__).parent.parent
@@ -148,6 +151,41 @@ def test_collect_on_a_full_disk_leaves_no_bundle(tiny: Path, tmp_path: Path) -> 
     assert _files(case) == {}
 
 
+def _refuse_the_archive(monkeypatch: pytest.MonkeyPatch, refuse: Callable[[], None]) -> None:
+    """collect's archive step preceded by `refuse` (the disk fills, goes read-only or refuses):
+    the bundle folder is written, its .tar.gz is not."""
+    from vllm_triage.collect import api as collect_api
+
+    real_pack = collect_api.pack
+
+    def pack(directory: Path, archive: Path) -> None:
+        refuse()
+        real_pack(directory, archive)
+
+    monkeypatch.setattr(collect_api, "pack", pack)
+
+
+def _kept_whole(case: Path, message: str) -> None:
+    """The bundle folder alone is left (no .tar.gz, no temporary), whole, and the line names it."""
+    left = os.listdir(case / "bundles")
+    assert len(left) == 1 and left[0].startswith("bundle-") and "." not in left[0], left
+    folder = case / "bundles" / left[0]
+    assert f"{folder}.tar.gz: the archive could not be written (" in message, message
+    assert message.endswith(f"; the bundle is kept, whole, in its folder {folder}"), message
+    with open_bundle(case) as bundle:
+        assert bundle.folder == folder and bundle.problems == []
+        assert "gpu" in {entry.probe for entry in bundle.manifest.files}
+
+
+@pytest.mark.slow
+def test_collect_keeps_the_bundle_folder_when_the_disk_fills_before_its_archive(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = tiny / "triage"
+    _refuse_the_archive(monkeypatch, lambda: _fill(tiny))
+    _kept_whole(case, _one_line(_collect(case, _h200(tmp_path / "host")), "no space left"))
+
+
 @pytest.mark.slow
 def test_baseline_capture_on_a_full_disk_leaves_no_baseline(tiny: Path, tmp_path: Path) -> None:
     case = tiny / "triage"
@@ -175,6 +213,18 @@ def test_every_writing_command_on_a_read_only_case_is_one_line(
     _one_line(_capture(case, _node(tmp_path / "node", "580.105.08")), "read-only file system")
     assert _files(case) == before
     assert case_reads_back(case)
+
+
+@pytest.mark.slow
+def test_collect_keeps_the_bundle_folder_when_the_disk_goes_read_only_before_its_archive(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = tiny / "triage"
+    mount = shutil.which("mount")  # before collect runs on the fake host's PATH
+    assert mount is not None  # the tiny tmpfs was mounted with it
+    remount = [mount, "-o", "remount,ro", str(tiny)]
+    _refuse_the_archive(monkeypatch, lambda: subprocess.run(remount, check=True))
+    _kept_whole(case, _one_line(_collect(case, _h200(tmp_path / "host")), "read-only"))
 
 
 def case_reads_back(case: Path) -> bool:
@@ -223,3 +273,21 @@ def test_no_permission_is_one_line_for_each_writing_command(
     _one_line(_collect(case, _h200(tmp_path / "host")), f"{case}/bundles", "permission denied")
     _one_line(_capture(case, _node(tmp_path / "node", "580.105.08")), "permission denied")
     assert _files(case) == before
+
+
+def test_collect_keeps_the_bundle_folder_when_its_archive_is_not_permitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The .tar.gz's temporary file refused with EACCES, the bundle folder already written."""
+    case = tmp_path / "triage"
+    real_open = os.open
+
+    def refusing_open(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        name = os.path.basename(str(path))
+        if flags & os.O_CREAT and ".tar.gz." in name and name.endswith(".partial"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    _refuse_the_archive(monkeypatch, lambda: monkeypatch.setattr(os, "open", refusing_open))
+    result = _collect(case, _h200(tmp_path / "host"))
+    _kept_whole(case, _one_line(result, "(permission denied)"))

@@ -469,7 +469,10 @@ def test_parsers_read_the_real_captures() -> None:
         ),
         (["--image", "vllm/vllm-openai:kimi-k3", "--launch-cmd", "-"], "no `vllm serve`"),
         (["--image", "registry.example/other:1.0"], "not a known vLLM repository"),
-        (["--image", "vllm/vllm-openai:kimi-k3", "--gpu-count", "0"], "--gpu-count 0"),
+        (
+            ["--image", "vllm/vllm-openai:kimi-k3", "--gpu-count", "0"],
+            "'--gpu-count': 0 is not in the range 1<=x<=100000",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: Path) -> None:

@@ -285,8 +285,11 @@ def test_bad_start_input_on_the_command_line(tmp_path: Path) -> None:
     command.write_text(f"{vllm} serve m --port 9\n")
     cases = [
         (["--start-cmd", str(tmp_path / "missing.txt")], "missing.txt"),
-        (["--start-cmd", str(command), "--starts", "0"], "--starts must be between 1 and 20"),
-        (["--start-cmd", str(command), "--starts", "21"], "--starts must be between 1 and 20"),
+        (
+            ["--start-cmd", str(command), "--starts", "0"],
+            "'--starts': 0 is not in the range 1<=x<=20",
+        ),
+        (["--start-cmd", str(command), "--starts", "21"], "'--starts': 21 is not in the range"),
         (["--starts", "2"], "--starts needs --start-cmd FILE"),
         (
             ["--start-cmd", str(command), "--starts", "x"],

@@ -46,6 +46,16 @@ class ArchiveError(InputError):
     """A bundle archive that cannot be packed or safely unpacked; the message is one line."""
 
 
+class ArchiveNotWritten(ArchiveError):
+    """The archive itself could not be written (the file system is full, read-only or refuses
+    it; not a file being packed that could not be read): nothing of it is left. `error` is the
+    file system's own."""
+
+    def __init__(self, message: str, error: OSError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 @dataclass(frozen=True)
 class ArchiveLimits:
     """Caps `unpack` enforces on an archive, both on declared sizes and on bytes really written."""
@@ -172,8 +182,47 @@ def _add(tar: tarfile.TarFile, source: _Source, archive: Path) -> None:
             raise _fail(archive, f"cannot pack {source.path}: {_reason(exc)}") from None
 
 
+class _WriteFailed(Exception):
+    """A write into the archive failed: tarfile reads a member and writes the archive in one
+    call, and this tells the two apart (not an OSError, so no read's handler takes it)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Sink:
+    """The temporary archive as gzip writes into it, each failed write a _WriteFailed."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.raw.write(data)
+        except OSError as exc:
+            raise _WriteFailed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.raw.flush()
+        except OSError as exc:
+            raise _WriteFailed(exc) from None
+
+
+def _not_written(archive: Path, error: OSError) -> ArchiveNotWritten:
+    return ArchiveNotWritten(" ".join(f"{archive}: cannot write: {_reason(error)}".split()), error)
+
+
+def _discard(temporary: str) -> None:
+    """The temporary archive removed (a file system that went read-only meanwhile keeps it)."""
+    with contextlib.suppress(OSError):
+        os.unlink(temporary)
+
+
 def pack(directory: Path, archive: Path) -> None:
-    """Write directory as a reproducible .tar.gz whose one top folder is directory's name."""
+    """Write directory as a reproducible .tar.gz whose one top folder is directory's name;
+    ArchiveNotWritten, nothing of the archive left, when the file system refuses it."""
     if not directory.is_dir():
         raise _fail(directory, "not a folder, cannot pack it")
     top = Path(os.path.abspath(directory)).name
@@ -191,12 +240,14 @@ def pack(directory: Path, archive: Path) -> None:
             prefix=f".{archive.name}.", suffix=".partial", dir=archive.parent
         )
     except OSError as exc:
-        raise _fail(archive, f"cannot write: {_reason(exc)}") from None
+        raise _not_written(archive, exc) from None
     try:
         with os.fdopen(fd, "wb") as raw:
             # No file name and a zero timestamp in the gzip header: same input, same bytes.
             with (
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
+                gzip.GzipFile(
+                    filename="", mode="wb", fileobj=_Sink(raw), mtime=0, compresslevel=6
+                ) as gz,
                 tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
             ):
                 for source in sources:
@@ -204,13 +255,14 @@ def pack(directory: Path, archive: Path) -> None:
             raw.flush()
             os.fsync(raw.fileno())
         os.replace(temporary, archive)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise _fail(archive, f"cannot write: {_reason(exc)}") from None
+    except _WriteFailed as failed:
+        _discard(temporary)
+        raise _not_written(archive, failed.error) from None
+    except OSError as exc:  # the temporary's last flush, fsync, close or rename
+        _discard(temporary)
+        raise _not_written(archive, exc) from None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        _discard(temporary)
         raise
 
 

@@ -23,7 +23,13 @@ from typing import Any
 from vllm_triage.capacity.estimate import Figures, LayerBytes, Layout, Model, figures, scale_bytes
 from vllm_triage.capacity.formats import Formats, Part, QuantFormat, load_formats
 from vllm_triage.capacity.models import CapacityEstimate, CapacityVerdict, Change, ParallelSizes
-from vllm_triage.capacity.shapes import ModelShape, Params, read_model
+from vllm_triage.capacity.shapes import (
+    MAX_POSITIONS,
+    MAX_TOTAL_BYTES,
+    ModelShape,
+    Params,
+    read_model,
+)
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
@@ -651,7 +657,7 @@ def _settings(options: CapacityOptions, launch: LaunchArgs | None, notes: list[s
     max_len = pick(
         options.max_model_len, launch.max_model_len if launch else None, "--max-model-len"
     )
-    _check_range("--max-model-len", max_len, 1, 2**40)
+    _check_range("--max-model-len", max_len, 1, MAX_POSITIONS)
     utilization = options.gpu_memory_utilization
     if utilization is None and launch is not None:
         utilization = launch.gpu_memory_utilization
@@ -674,7 +680,7 @@ def _settings(options: CapacityOptions, launch: LaunchArgs | None, notes: list[s
     kv_memory = options.kv_cache_memory_bytes
     if kv_memory is None:
         kv_memory = _as_int("--kv-cache-memory-bytes", _other(launch, "--kv-cache-memory-bytes"))
-        _check_range("--kv-cache-memory-bytes", kv_memory, 1, 2**60)
+        _check_range("--kv-cache-memory-bytes", kv_memory, 1, MAX_TOTAL_BYTES)
     space = launch.env.get(CPU_KVCACHE_ENV) if launch is not None else None
     on_cpu = kv_memory is None and bool(space)
     if on_cpu and space is not None:
@@ -914,9 +920,9 @@ def capacity(options: CapacityOptions, *, kb: KnowledgeBase | None = None) -> Ca
     notes: list[str] = []
     _check_range("--concurrency", options.concurrency, 1, MAX_CONCURRENCY)
     _check_range("--gpu-count", options.gpu_count, 1, MAX_GPU_COUNT)
-    _check_range("--weights-bytes", options.weights_bytes, 1, 2**60)
-    _check_range("--kv-cache-memory-bytes", options.kv_cache_memory_bytes, 1, 2**60)
-    _check_range("reserve_bytes", options.reserve_bytes, 0, 2**60)
+    _check_range("--weights-bytes", options.weights_bytes, 1, MAX_TOTAL_BYTES)
+    _check_range("--kv-cache-memory-bytes", options.kv_cache_memory_bytes, 1, MAX_TOTAL_BYTES)
+    _check_range("reserve_bytes", options.reserve_bytes, 0, MAX_TOTAL_BYTES)
 
     bundle = _read_bundle(options.bundle) if options.bundle is not None else _BundleFacts()
     launch = _parse_launch(options.launch, kb)

@@ -1,5 +1,7 @@
 """The library behind `collect`: run every probe concurrently, each with its own deadline, and
-write what came back, redacted, into one bundle folder and its .tar.gz.
+write what came back, redacted, into one bundle folder and its .tar.gz. A file system that
+refuses the .tar.gz (full, read-only, no permission) leaves the folder whole and no archive, and
+the error says where the folder is.
 
 The whole run ends near --timeout plus a fixed margin, whatever the probes print: commands keep at
 most a capped head and tail of their output, the probes stop at the deadline, the streamed files
@@ -23,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from vllm_triage import __version__
-from vllm_triage.bundle.archive import pack
+from vllm_triage.bundle.archive import ArchiveNotWritten, pack
 from vllm_triage.bundle.layout import FACTS, MANIFEST
 from vllm_triage.bundle.models import BundleFacts, Manifest, ProbeState, ProbeStatus
 from vllm_triage.case import ARCHIVE_SUFFIX, BUNDLE_PREFIX, Case, stamp
@@ -40,7 +42,7 @@ from vllm_triage.collect.probes.base import (
 )
 from vllm_triage.collect.runner import CommandRunner
 from vllm_triage.collect.writer import BundleWriter, remove_partial
-from vllm_triage.errors import InputError
+from vllm_triage.errors import FileSystemError, InputError, file_system_reason
 from vllm_triage.inputs import STDIN, open_input
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.models import Artifact
@@ -236,7 +238,15 @@ def _collect(options: CollectOptions, runner: CommandRunner, kb: KnowledgeBase) 
         remove_partial(partial)
         raise
     archive = bundles / f"{name}{ARCHIVE_SUFFIX}"
-    pack(final, archive)
+    try:
+        pack(final, archive)
+    except ArchiveNotWritten as exc:
+        # The folder is whole (its manifest written last, then renamed): evidence taken once,
+        # before anyone restarts anything, is kept, and the error says where it is.
+        raise FileSystemError(
+            f"{archive}: the archive could not be written ({file_system_reason(exc.error)}); "
+            f"the bundle is kept, whole, in its folder {final}"
+        ) from None
     return CollectResult(case=options.case, folder=final, archive=archive, manifest=manifest)
 
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from vllm_triage.errors import InputError
 from vllm_triage.fleet.classify import Classifier
-from vllm_triage.fleet.labels import gpu_work, printable_text
-from vllm_triage.fleet.models import STATUSES, FleetScan
+from vllm_triage.fleet.labels import NodeFacts, printable_text
+from vllm_triage.fleet.models import STATUSES, FleetScan, NodeRecord
 from vllm_triage.fleet.output import ScannedFleet
 from vllm_triage.fleet.waves import plan_waves
 from vllm_triage.image.config import ImageCuda
@@ -29,7 +29,7 @@ from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.models import InputFile
 
 if TYPE_CHECKING:
-    from vllm_triage.fleet.sources import Nodes
+    from vllm_triage.fleet.sources import Nodes, Restart
 
 DEFAULT_WAVE_SIZE = 10
 DEFAULT_STALE_AFTER_HOURS = 24.0
@@ -120,27 +120,37 @@ def _check_sources(options: FleetScanOptions) -> None:
         raise InputError("--stale-after must be a positive number of hours")
 
 
-def _from_kube(options: FleetScanOptions, notes: list[str]) -> tuple[Nodes, str, bool]:
-    from vllm_triage.fleet.kube import (
-        KubeError,
-        KubeTarget,
-        api_client,
-        list_nodes,
-        list_running_pods,
-    )
-    from vllm_triage.fleet.sources import Nodes, nodes_from_items
+def _from_kube(
+    options: FleetScanOptions, notes: list[str], held: contextlib.ExitStack
+) -> tuple[Nodes, str, bool]:
+    """The cluster's nodes, streamed: the client stays open in `held` while they are read. The
+    running pods are counted first, so that each node is known busy or idle as it is read."""
+    from vllm_triage.fleet.kube import KubeTarget, api_client, gpu_pods_from_kube, nodes_from_kube
 
-    client = api_client(KubeTarget(options.kubeconfig, options.context))
-    with client:
-        items = list_nodes(client, options.selector, options.page_size)
-        try:
-            busy: dict[str, int] | None = gpu_work(list_running_pods(client, options.page_size))
-        except KubeError as exc:
-            notes.append(f"GPU work on the nodes is not known: {exc}")
-            busy = None
+    client = held.enter_context(api_client(KubeTarget(options.kubeconfig, options.context)))
+    busy: dict[str, int] | None
+    try:
+        busy = gpu_pods_from_kube(client, options.page_size)
+    except InputError as exc:  # refused, too slow or too large: the nodes are scanned anyway
+        notes.append(f"GPU work on the nodes is not known: {exc}")
+        busy = None
     where = f"Kubernetes ({'context ' + options.context if options.context else 'current context'}"
     where += f", selector {options.selector})" if options.selector else ")"
-    return Nodes(nodes_from_items(items, busy), "nodes", len(items)), where, busy is not None
+    nodes = nodes_from_kube(client, options.selector, options.page_size, busy)
+    return nodes, where, busy is not None
+
+
+def _classified(classifier: Classifier, facts: Iterator[NodeFacts | Restart]) -> list[NodeRecord]:
+    """Each GPU node's record as its facts are read; a list that began again drops those before."""
+    from vllm_triage.fleet.sources import Restart
+
+    records: list[NodeRecord] = []
+    for fact in facts:
+        if fact is Restart.LIST:
+            records.clear()
+        else:
+            records.append(classifier.node(fact))
+    return records
 
 
 @contextlib.contextmanager
@@ -169,25 +179,33 @@ def scan_fleet(options: FleetScanOptions, *, kb: KnowledgeBase | None = None) ->
         return _scan(options, kb)
 
 
-def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> ScannedFleet:
+def _source(
+    options: FleetScanOptions,
+    notes: list[str],
+    made_from: list[InputFile],
+    held: contextlib.ExitStack,
+) -> tuple[Nodes, str, bool]:
+    """The nodes of the one source given (read as they are consumed, within `held`), how the
+    artifact names the source, and whether the GPU work on the nodes is known."""
     from vllm_triage.fleet import sources
 
-    kb = kb or load_knowledge()
-    image, pinned, notes = image_cuda(kb, options)
-    made_from: list[InputFile] = []
-    found: Nodes
     if options.inventory is not None:
         found = sources.nodes_from_inventory(options.inventory)
-        source, known_work = f"inventory {found.made_from[0].name}", True
-    elif options.nodes is not None:
+        return found, f"inventory {found.made_from[0].name}", True
+    if options.nodes is not None:
         busy = None
         if options.pods is not None:
             busy, made = sources.gpu_pods_from_file(options.pods)
             made_from.append(made)
         found = sources.nodes_from_file(options.nodes, busy)
-        source, known_work = f"node list {display_name(options.nodes)}", busy is not None
-    else:
-        found, source, known_work = _from_kube(options, notes)
+        return found, f"node list {display_name(options.nodes)}", busy is not None
+    return _from_kube(options, notes, held)
+
+
+def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> ScannedFleet:
+    kb = kb or load_knowledge()
+    image, pinned, notes = image_cuda(kb, options)
+    made_from: list[InputFile] = []
     classifier = Classifier(
         kb,
         image.cuda,
@@ -195,7 +213,9 @@ def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> ScannedFleet:
         options.now if options.now is not None else time.time(),
         options.stale_after_hours,
     )
-    nodes = [classifier.node(fact) for fact in found.facts]
+    with contextlib.ExitStack() as held:
+        found, source, known_work = _source(options, notes, made_from, held)
+        nodes = _classified(classifier, found.facts)
     made_from[:0] = found.made_from
     total, listed = found.total, found.listed
     if len(nodes) < total:

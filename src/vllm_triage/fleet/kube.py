@@ -1,32 +1,53 @@
 """The Kubernetes API through the official Python client (`kubernetes`): nodes and pods listed
-page by page (`limit` / `continue`), read as raw JSON (orjson into plain dicts: deserialising
-10,000 nodes into the client's models would cost more than the whole scan), and every API error
-as one line.
+page by page (`limit` / `continue`), each answer's body parsed as it arrives (fleet/stream.py,
+the code that reads a `--nodes` file, into plain dicts: deserialising 10,000 nodes into the
+client's models would cost more than the whole scan), and every API error as one line.
+
+A list is held to what a file is: its bytes capped (every page together), its nodes capped, and
+the whole list read by one deadline, so that an API server answering a million nodes in one
+page, or trickling its answer, costs the memory and the time of a `--nodes` file.
 
 A continue token that expired while the list was read (410 Gone, reason Expired) restarts the
-list once from the beginning, so the scan sees one consistent snapshot; a second expiry is an
-error that says what to do.
+list once from the beginning, so the scan sees one consistent snapshot (a Restart marker tells
+the consumer to drop what it had); a second expiry is an error that says what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_triage.errors import InputError
-from vllm_triage.fleet.stream import parse_large_json
+from vllm_triage.fleet.errors import FleetInputError
+from vllm_triage.fleet.labels import NodeFacts, node_facts
+from vllm_triage.fleet.sources import (
+    MAX_NODE_LIST_BYTES,
+    MAX_POD_LIST_BYTES,
+    Nodes,
+    Restart,
+    check_node_count,
+    count_pod,
+)
+from vllm_triage.fleet.stream import ListFile, stream_page
 from vllm_triage.safejson import parse_json
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 DEFAULT_PAGE_SIZE = 500
-REQUEST_TIMEOUT = (10.0, 60.0)  # connect, read: seconds
-MAX_PAGE_BYTES = 256 * 1024**2
+REQUEST_TIMEOUT = (10.0, 60.0)  # connect, read: seconds, each clamped to the list's time left
+# One list, every page of it: 512 MiB (the node list's cap) at under 1 MB/s, and the scan's own
+# work on it (a million nodes classified in about 10 s).
+LIST_DEADLINE_S = 600.0
 _MAX_PAGES = 10_000
+NODES = "Kubernetes nodes"
+PODS = "Kubernetes pods"
 
 
 class KubeError(InputError):
@@ -117,78 +138,227 @@ def api_error(exc: Exception, what: str, hint: str = "") -> KubeError:
     return KubeError(f"{what}: cannot reach the API server ({_one_line(str(reason))})")
 
 
-def list_all(
-    call: Callable[..., Any], what: str, page_size: int, hint: str = "", **query: Any
-) -> list[Any]:
-    """Every item of a list call, page by page; one restart when the continue token expires."""
+def stream_list(
+    call: Callable[..., Any],
+    what: str,
+    page_size: int,
+    cap: int,
+    hint: str = "",
+    deadline_s: float = LIST_DEADLINE_S,
+    **query: Any,
+) -> Iterator[Any]:
+    """Every item of a list call as its pages' bodies are read (never a page held whole), the
+    bytes of all pages capped and the whole list read within `deadline_s`; Restart.LIST when
+    the continue token expired and the list begins again (once)."""
     from kubernetes.client.exceptions import ApiException
 
-    items: list[Any] = []
+    deadline = time.monotonic() + deadline_s
+    found = ListFile(what)
     token: str | None = None
     restarted = False
     pages = 0
-    while True:
-        try:
-            response = call(
-                limit=page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-                **query,
-            )
-            data = response.data
-        except ApiException as exc:
-            if exc.status == 410 and token is not None:
+    with _Watchdog(deadline) as watchdog:
+        while True:
+            try:
+                response = call(
+                    limit=page_size,
+                    _continue=token,
+                    _preload_content=False,
+                    _request_timeout=_request_timeout(deadline, what, deadline_s),
+                    **query,
+                )
+            except ApiException as exc:
+                if exc.status != 410 or token is None:
+                    raise api_error(exc, what, hint) from None
                 if restarted:
-                    raise KubeError(
-                        f"{what}: the list's continue token expired twice while it was read (410 "
-                        f"Gone: {status_message(exc.body)}); run again, or give a larger "
-                        "--page-size so the list takes fewer requests"
-                    ) from None
-                restarted, token, items, pages = True, None, [], 0
+                    raise _expired_twice(exc, what) from None
+                restarted, token, pages, found = True, None, 0, ListFile(what)
+                yield Restart.LIST
                 continue
-            raise api_error(exc, what, hint) from None
-        except Exception as exc:  # urllib3: connection refused, timeout, TLS
-            raise api_error(exc, what) from None
-        if len(data) > MAX_PAGE_BYTES:
-            raise KubeError(f"{what}: a page larger than {MAX_PAGE_BYTES // 1024**2} MiB")
-        document = parse_large_json(data, what)
-        if not isinstance(document, dict) or not isinstance(document.get("items"), list):
-            raise KubeError(f"{what}: the API server's answer is not a list")
-        items.extend(document["items"])
-        metadata = document.get("metadata")
-        token = metadata.get("continue") if isinstance(metadata, dict) else None
-        pages += 1
-        if not token:
-            return items
-        if pages >= _MAX_PAGES:
-            raise KubeError(f"{what}: more than {_MAX_PAGES} pages; give a larger --page-size")
+            except KubeError:
+                raise
+            except Exception as exc:  # urllib3: connection refused, timeout, TLS
+                raise _failed(exc, what, deadline, deadline_s) from None
+            before = found.count
+            with watchdog.reading(response):
+                try:
+                    yield from stream_page(response, found, cap)
+                except FleetInputError:
+                    if time.monotonic() >= deadline:  # the answer was cut off at the deadline
+                        raise _late(what, deadline_s) from None
+                    raise
+                except Exception as exc:  # urllib3: the connection broke, or was shut
+                    raise _failed(exc, what, deadline, deadline_s) from None
+            if time.monotonic() >= deadline:
+                raise _late(what, deadline_s)
+            if found.count == before and not _empty_list(found.whole):
+                raise KubeError(f"{what}: the API server's answer is not a list")
+            token, pages = _continue_token(found.metadata), pages + 1
+            if token is None:
+                return
+            if pages >= _MAX_PAGES:
+                raise KubeError(f"{what}: more than {_MAX_PAGES} pages; give a larger --page-size")
 
 
-def list_nodes(
-    client: ApiClient, selector: str | None, page_size: int = DEFAULT_PAGE_SIZE
-) -> list[Any]:
-    """Every node (matching the label selector), as plain dicts."""
+def _expired_twice(exc: Any, what: str) -> KubeError:
+    return KubeError(
+        f"{what}: the list's continue token expired twice while it was read (410 Gone: "
+        f"{status_message(exc.body)}); run again, or give a larger --page-size so the list "
+        "takes fewer requests"
+    )
+
+
+def _continue_token(metadata: Any) -> str | None:
+    """A page's continue token: None on the last page."""
+    token = metadata.get("continue") if isinstance(metadata, dict) else None
+    return token if isinstance(token, str) and token else None
+
+
+def _empty_list(document: Any) -> bool:
+    """A page without items that is still a list (a selector that matches nothing)."""
+    return isinstance(document, dict) and "items" in document and document["items"] in ([], None)
+
+
+def _request_timeout(deadline: float, what: str, deadline_s: float) -> tuple[float, float]:
+    """The connect and read timeouts of the next request, none past the list's deadline."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _late(what, deadline_s)
+    return min(REQUEST_TIMEOUT[0], left), min(REQUEST_TIMEOUT[1], left)
+
+
+def _late(what: str, deadline_s: float) -> KubeError:
+    return KubeError(
+        f"{what}: the list was not read within {deadline_s:g} s (the API server is slow or stalled)"
+    )
+
+
+def _failed(exc: Exception, what: str, deadline: float, deadline_s: float) -> KubeError:
+    """A request or a read that failed: past the deadline, because the deadline cut it off."""
+    if time.monotonic() >= deadline:
+        return _late(what, deadline_s)
+    return api_error(exc, what)
+
+
+class _Watchdog:
+    """Shuts the socket of the answer being read when the list's deadline passes: a read timeout
+    bounds each read, not the whole, so a server that trickles would otherwise keep the scan."""
+
+    def __init__(self, deadline: float) -> None:
+        self.lock = threading.Lock()
+        self.response: Any = None
+        self.fired = False
+        self.timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self.timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+
+    def _fire(self) -> None:
+        with self.lock:
+            self.fired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self.response is not None:
+            # Released or closed meanwhile (the read ended by itself): nothing left to stop.
+            with contextlib.suppress(Exception):
+                self.response.shutdown()
+
+    @contextlib.contextmanager
+    def reading(self, response: Any) -> Iterator[None]:
+        """The block reads `response` (a urllib3 response): shut at the deadline, released to
+        the pool when read to its end, closed otherwise."""
+        with self.lock:
+            self.response = response
+            if self.fired:
+                self._shut()
+        complete = False
+        try:
+            yield
+            complete = True
+        finally:
+            with self.lock:
+                self.response = None
+            if complete:
+                response.release_conn()
+            else:  # a connection left mid-answer is never reused
+                response.close()
+
+
+def node_items(
+    client: ApiClient,
+    selector: str | None,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    deadline_s: float = LIST_DEADLINE_S,
+) -> Iterator[Any]:
+    """Every node (matching the label selector) as a plain dict, streamed; Restart.LIST when
+    the list begins again."""
     from kubernetes.client import CoreV1Api
 
     query = {"label_selector": selector} if selector else {}
-    return list_all(
+    return stream_list(
         CoreV1Api(client).list_node,
-        "Kubernetes nodes",
+        NODES,
         page_size,
+        MAX_NODE_LIST_BYTES,
         "; the account needs `list` on nodes (a ClusterRole)",
+        deadline_s,
         **query,
     )
 
 
-def list_running_pods(client: ApiClient, page_size: int = DEFAULT_PAGE_SIZE) -> list[Any]:
-    """Every running pod of the cluster, as plain dicts (for the GPU work on each node)."""
+def nodes_from_kube(
+    client: ApiClient,
+    selector: str | None,
+    page_size: int,
+    gpu_pods: Mapping[str, int] | None,
+    deadline_s: float = LIST_DEADLINE_S,
+) -> Nodes:
+    """The cluster's GPU nodes, reduced to their facts as the pages are read, capped as a
+    `--nodes` file is."""
+    nodes = Nodes(iter(()), "nodes")
+    nodes.facts = _kube_facts(node_items(client, selector, page_size, deadline_s), gpu_pods, nodes)
+    return nodes
+
+
+def _kube_facts(
+    items: Iterator[Any], gpu_pods: Mapping[str, int] | None, nodes: Nodes
+) -> Iterator[NodeFacts | Restart]:
+    for item in items:
+        if item is Restart.LIST:
+            nodes.total = 0
+            yield item
+            continue
+        nodes.total += 1
+        check_node_count(nodes.total, NODES)
+        facts = node_facts(item, gpu_pods)
+        if facts is not None:
+            yield facts
+
+
+def gpu_pods_from_kube(
+    client: ApiClient, page_size: int = DEFAULT_PAGE_SIZE, deadline_s: float = LIST_DEADLINE_S
+) -> dict[str, int]:
+    """Running pods requesting nvidia.com/gpu per node, counted as the pages are read."""
     from kubernetes.client import CoreV1Api
 
-    return list_all(
+    busy: dict[str, int] = {}
+    for pod in stream_list(
         CoreV1Api(client).list_pod_for_all_namespaces,
-        "Kubernetes pods",
+        PODS,
         page_size,
+        MAX_POD_LIST_BYTES,
         "; the account needs `list` on pods in all namespaces",
+        deadline_s,
         field_selector="status.phase=Running",
-    )
+    ):
+        if pod is Restart.LIST:
+            busy.clear()
+        else:
+            count_pod(busy, pod, PODS)
+    return busy

@@ -228,13 +228,3 @@ def pod_gpus(pod: Any) -> tuple[str, int] | None:
                 wanted = max(wanted, count_of(values.get(GPU_RESOURCE)) or 0)
         gpus += wanted
     return (node, gpus) if gpus else None
-
-
-def gpu_work(pods: Any) -> dict[str, int]:
-    """Running GPU pods per node, from a PodList's items."""
-    busy: dict[str, int] = {}
-    for pod in pods if isinstance(pods, list) else ():
-        found = pod_gpus(pod)
-        if found:
-            busy[found[0]] = busy.get(found[0], 0) + 1
-    return busy

@@ -183,13 +183,17 @@ def fleet_run(options: FleetRunOptions) -> FleetRun:
 
 def _kube(options: FleetRunOptions) -> tuple[list[HostOutcome], list[str]]:
     from vllm_triage.fleet.jobs import JobRun, run_jobs
-    from vllm_triage.fleet.kube import KubeTarget, api_client, list_nodes
+    from vllm_triage.fleet.kube import KubeTarget, api_client, node_items
+    from vllm_triage.fleet.sources import Restart
 
     client = api_client(KubeTarget(options.kubeconfig, options.context))
     with client:
         nodes = list(options.nodes)
         if options.selector:
-            for item in list_nodes(client, options.selector):
+            for item in node_items(client, options.selector):
+                if item is Restart.LIST:  # the list began again: only what it says now
+                    nodes = list(options.nodes)
+                    continue
                 name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
                 if isinstance(name, str) and name not in nodes:
                     nodes.append(name)

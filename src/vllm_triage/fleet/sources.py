@@ -1,6 +1,7 @@
 """Where a fleet's nodes come from, without a Kubernetes API server: `kubectl get nodes -o json`
 output (with `kubectl get pods -A -o json` for the GPU work on each node), or an inventory (YAML,
-CSV, or an Ansible inventory in INI or YAML with host vars: fleet/inventory.py).
+CSV, or an Ansible inventory in INI or YAML with host vars: fleet/inventory.py); and what every
+source shares, the API's too (fleet/kube.py): the caps, and a pod counted as GPU work.
 
 Node and pod lists are streamed object by object (fleet/stream.py) into plain dicts, each node
 reduced to its facts as it is read; no model is validated per node.
@@ -8,6 +9,7 @@ reduced to its facts as it is read; no model is validated per node.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,17 @@ from vllm_triage.models import InputFile
 # million nodes of labels alone.
 MAX_NODE_LIST_BYTES = 512 * 1024**2
 MAX_POD_LIST_BYTES = 1024**3
+# Objects of one node list, GPU or not, and nodes with GPU work in one pod list: each GPU node
+# keeps a record (about 300 bytes with its strings), so a million nodes stay within the few
+# hundred MB the scan is designed for; the largest clusters run about 100,000 nodes.
+MAX_NODES = 1_000_000
+
+
+class Restart(enum.Enum):
+    """A marker in a stream of nodes or API list items: the list began again (its continue
+    token expired), and what came before the marker is dropped."""
+
+    LIST = "the list began again"
 
 
 @dataclass
@@ -41,7 +54,7 @@ class Nodes:
     """The GPU nodes of one source, read as `facts` is consumed; `total` (objects listed) and
     `made_from` (the inputs) are complete once it is exhausted."""
 
-    facts: Iterator[NodeFacts]
+    facts: Iterator[NodeFacts | Restart]
     listed: str
     total: int = 0
     made_from: list[InputFile] = field(default_factory=list)
@@ -86,6 +99,7 @@ def _file_facts(
 ) -> Iterator[NodeFacts]:
     found = ListFile(display_name(path))
     for item in stream_items(path, found, MAX_NODE_LIST_BYTES):
+        check_node_count(found.count, found.what)
         facts = node_facts(item, gpu_pods)
         if facts is not None:
             yield facts
@@ -101,15 +115,19 @@ def _file_facts(
             return
         items = _no_items(document, found.what, "Node")
         nodes.total = len(items)
-        yield from nodes_from_items(items, gpu_pods)
+        for item in items:
+            facts = node_facts(item, gpu_pods)
+            if facts is not None:
+                yield facts
 
 
-def nodes_from_items(items: list[Any], gpu_pods: Mapping[str, int] | None) -> Iterator[NodeFacts]:
-    """The GPU nodes among NodeList items (plain dicts)."""
-    for item in items:
-        facts = node_facts(item, gpu_pods)
-        if facts is not None:
-            yield facts
+def check_node_count(count: int, what: str) -> None:
+    """Refuses a node list past MAX_NODES objects, before it keeps a record more."""
+    if count > MAX_NODES:
+        raise FleetInputError(
+            f"{what}: more than {MAX_NODES:,} nodes; scan the fleet in parts (--selector, or "
+            "smaller lists)"
+        )
 
 
 def gpu_pods_from_file(path: Path) -> tuple[dict[str, int], InputFile]:
@@ -117,18 +135,23 @@ def gpu_pods_from_file(path: Path) -> tuple[dict[str, int], InputFile]:
     found = ListFile(display_name(path))
     busy: dict[str, int] = {}
     for pod in stream_items(path, found, MAX_POD_LIST_BYTES):
-        _count_pod(busy, pod)
+        count_pod(busy, pod, found.what)
     if found.has_whole:
         for pod in _no_items(found.whole, found.what, "Pod"):
-            _count_pod(busy, pod)
+            count_pod(busy, pod, found.what)
     assert found.made_from is not None
     return busy, found.made_from
 
 
-def _count_pod(busy: dict[str, int], pod: Any) -> None:
+def count_pod(busy: dict[str, int], pod: Any, what: str) -> None:
+    """A running pod requesting nvidia.com/gpu counted on its node; past MAX_NODES busy nodes
+    the pod list is refused (the counts are kept per node)."""
     gpus = pod_gpus(pod)
-    if gpus:
-        busy[gpus[0]] = busy.get(gpus[0], 0) + 1
+    if not gpus:
+        return
+    if gpus[0] not in busy and len(busy) >= MAX_NODES:
+        raise FleetInputError(f"{what}: GPU pods on more than {MAX_NODES:,} nodes; not read")
+    busy[gpus[0]] = busy.get(gpus[0], 0) + 1
 
 
 # --- inventories --------------------------------------------------------------------------------

@@ -69,6 +69,9 @@ RUNGS: dict[RungName, Callable[[LadderContext], RungResult]] = {
 }
 # One thread and connection per request in flight: past this, the client would be what is tested.
 _MAX_CONCURRENCY = 1024
+# The prompt rung 3 builds and sends whole: 2**24 tokens (about 64 MB of text) is above the
+# longest context a served model has (10M tokens).
+MAX_TARGET_CONTEXT = 2**24
 _MEMORY_READ_S = 5.0
 # Rung statuses that let the ladder go on.
 _FINE = ("passed", "not_supported", "skipped")
@@ -114,8 +117,9 @@ def _check_options(options: ValidateOptions, kb: KnowledgeBase) -> None:
     _check_url(options.url)
     if not 1 <= options.max_concurrency <= _MAX_CONCURRENCY:
         raise InputError(f"--max-concurrency must be between 1 and {_MAX_CONCURRENCY}")
-    if options.target_context is not None and options.target_context < 16:
-        raise InputError("--target-context must be at least 16 tokens")
+    target = options.target_context
+    if target is not None and not 16 <= target <= MAX_TARGET_CONTEXT:
+        raise InputError(f"--target-context must be between 16 and {MAX_TARGET_CONTEXT:,} tokens")
     if options.api_key_env:
         api_key = os.environ.get(options.api_key_env)
         if api_key is None:
