@@ -593,6 +593,14 @@ def test_case_show_walks_the_runbook_over_a_case_of_every_artifact(
     assert step["command"] == f"vllm-triage record check --case {case}"
     assert review in step["why"]
 
+    # Another look at the node after the decision (an endpoint's check): the comparison of the
+    # pair it compared still stands; only the report is behind the newest artifact.
+    _capture(_node(tmp_path / "r580", "580.105.08"), case, "after-ep", kb)
+    step = _step(case)
+    assert step["reason"] == "report_outdated", step
+    _ok(run_cli("report", "--case", str(case)))
+    assert _step(case)["reason"] == "review_scheduled"
+
     # Every kind of artifact, in the runbook's order.
     shown = _show(case)
     kinds = [a["kind"] for a in shown["artifacts"]]
@@ -601,7 +609,7 @@ def test_case_show_walks_the_runbook_over_a_case_of_every_artifact(
         "report",
     ]  # fmt: skip
     assert [a["label"] for a in shown["artifacts"] if a["kind"] == "baseline"] == [
-        "before", "after", "after-2",
+        "before", "after", "after-2", "after-ep",
     ]  # fmt: skip
     # The review date come (decided by the library's `today`): review before anything else.
     later = date.fromisoformat(review) + timedelta(days=1)

@@ -284,13 +284,19 @@ class _Walk:
         comparison = self.case.comparison
         if comparison is None:
             return "compare", fields
+        # The comparison stands for the pair it compared: a baseline captured after it (another
+        # look at the node, an endpoint's check) does not undo it; one captured after a
+        # regression is the retry, and is compared next.
+        compared = next((b for b in later if b.label == comparison.after), None)
         if (
             comparison.before != before.label
-            or comparison.after != newest.label
-            or after(newest.created_at, comparison.created_at)
+            or compared is None
+            or after(compared.created_at, comparison.created_at)
         ):
             return "compare_outdated", fields | {"comparison": comparison.path}
         if comparison.regressions:
+            if after(newest.created_at, comparison.created_at):
+                return "compare_outdated", fields | {"comparison": comparison.path}
             return "regression", {
                 "comparison": comparison.path,
                 "count": str(comparison.regressions),
