@@ -36,7 +36,9 @@ from vllm_triage.baseline.parsers import (
 from vllm_triage.collect.probes.communication import parse_ibv_devinfo
 from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase
+from vllm_triage.versions import DriverVersion
 
+ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 REPLAY = DATA / "baseline"
 SMI_XML = REPLAY / "nvidia-smi-q-x.b200-x8-580.105.08.xml"
@@ -62,12 +64,12 @@ PROGRAMS = ("nvidia-smi", "docker", "nvidia-ctk", "nvidia-container-cli", "ibsta
 
 
 def _smi_xml(target: Path, driver: str, job: bool) -> Path:
-    """The real 8x B200 capture (580.105.08, CUDA 13.0); for r575 its driver fields set to the
-    575.57.08 / CUDA 12.9 of the real 8x B200 r575 table capture; `job` adds a running process
+    """The real 8x B200 capture (580.105.08, CUDA 13.0), its driver fields set to `driver` (for
+    r575 the 575.57.08 / CUDA 12.9 of the real 8x B200 r575 table capture); `job` adds a process
     whose command line carries an API key."""
-    text = SMI_XML.read_text()
+    text = SMI_XML.read_text().replace("580.105.08", driver)
     if driver == "575.57.08":
-        text = text.replace("580.105.08", driver).replace(
+        text = text.replace(
             "<cuda_version>13.0</cuda_version>", "<cuda_version>12.9</cuda_version>"
         )
     if job:
@@ -272,7 +274,7 @@ def test_a_lost_rdma_device_is_a_regression_exit_1(case: Path) -> None:
     [
         (
             "en",
-            ("regression", "The RDMA device mlx5_3 is gone.", "The driver moved from 575.57.08"),
+            ("regression", "The RDMA device mlx5_3 is gone.", "The driver moved up from 575.57.08"),
         ),
         ("ko", ("회귀", "mlx5_3", "575.57.08")),
         ("ja", ("回帰", "mlx5_3", "575.57.08")),
@@ -714,4 +716,97 @@ def test_the_replay_data_is_what_its_readme_says() -> None:
     assert block is not None and full.replace(block.group(0), "") == dropped
     assert os.path.getsize(SMI_XML) == os.path.getsize(
         SAMPLES / "nvidia-smi-xml" / "b200-x8-580.105.08.xml"
+    )
+
+
+# --- the driver judged against the case's plan (issue 20) ----------------------------------------
+
+
+@pytest.fixture
+def planned(tmp_path: Path, kb: KnowledgeBase) -> Path:
+    """A case as the runbook makes it: the README's diagnosis, a plan (minimum and recommended
+    target for the image's CUDA), a baseline before on r575 and three nodes after."""
+    folder = tmp_path / "triage"
+    log = ROOT / "examples" / "kimi-k3-r575" / "vllm-serve.log"
+    diagnosed = run_cli(
+        "diagnose", str(log), "--driver", "575.57.08", "--recipe", "kimi-k3", "--gpu",
+        "NVIDIA B200", "--case", str(folder), "--format", "json",
+    )  # fmt: skip
+    assert diagnosed.exit_code == 0, diagnosed.stderr
+    plan = run_cli(
+        "plan", "--case", str(folder), "--maintenance-window", "--cluster-cannot-change",
+        "--cannot-maintain-build", "--format", "json",
+    )  # fmt: skip
+    assert plan.exit_code == 0, plan.stderr
+    _capture(_node(tmp_path / "r575", "575.57.08", job=True), folder, "before", kb)
+    return folder
+
+
+def _target(case: Path) -> dict[str, Any]:
+    target: dict[str, Any] = json.loads((case / "plan.json").read_text())["plan"]["target"]
+    return target
+
+
+def test_a_downgrade_is_a_regression_without_any_target(case: Path, tmp_path: Path) -> None:
+    """No plan, no --expect-driver: a driver lower than before regresses (it was "as planned")."""
+    result, document = _compare(case, "after", "before")
+    assert result.exit_code == 1 and document["driver_expectation"] is None
+    (down,) = [i for i in document["items"] if i["check"] == "driver_downgrade"]
+    assert down["kind"] == "regression" and (down["before"], down["after"]) == (
+        "580.105.08", "575.57.08",
+    )  # fmt: skip
+    up = _items(_compare(case, "before", "after")[1], "expected")
+    assert "driver_up:" in up and "as planned" not in up["driver_up:"]["summary"]
+
+
+def test_the_plan_decides_the_driver_judgement(
+    planned: Path, tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    target = _target(planned)
+    minimum, release = target["minimum"], target["release"]
+    assert minimum and release and DriverVersion.parse(minimum) < DriverVersion.parse(release)
+    # the minimum met, the recommended target not: expected, and said so
+    _capture(_node(tmp_path / "at-minimum", minimum), planned, "after", kb)
+    result, document = _compare(planned, "before", "after")
+    assert result.exit_code == 0, _items(document, "regression")
+    assert document["driver_expectation"] == "plan"
+    assert (document["driver_minimum"], document["driver_recommended"]) == (minimum, release)
+    below = _items(document, "expected")[f"driver_below_target:{release}"]
+    assert "meets the minimum" in below["summary"] and release in below["summary"]
+    # the recommended target itself: as planned
+    _capture(_node(tmp_path / "at-target", release), planned, "after-2", kb)
+    result, document = _compare(planned, "before", "after-2")
+    assert result.exit_code == 0 and "driver:" in _items(document, "expected")
+    # an r580 below the minimum the image needs: a regression, though it went up
+    low = DriverVersion.parse(minimum)
+    under = f"{low.major}.{max(low.minor - 1, 0):02d}.01"
+    assert DriverVersion.parse(under) < low
+    _capture(_node(tmp_path / "under", under), planned, "after-3", kb)
+    result, document = _compare(planned, "before", "after-3")
+    assert result.exit_code == 1
+    assert f"driver_minimum:{minimum}" in _items(document, "regression")
+    # --expect-driver still overrides: the recommended target asked for, the minimum node misses
+    result, document = _compare(planned, "before", "after", "--expect-driver", release)
+    assert result.exit_code == 1 and document["driver_expectation"] == "flag"
+
+
+def test_an_exploratory_pair_never_replaces_the_comparison_of_the_change(
+    planned: Path, tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    release = _target(planned)["release"]
+    _capture(_node(tmp_path / "r580", release), planned, "after", kb)
+    _capture(_node(tmp_path / "r580-again", release), planned, "after-ep", kb)
+    assert _compare(planned, "before", "after")[0].exit_code == 0
+    current = (planned / "baseline-comparison.json").read_bytes()
+    result = run_cli("baseline", "compare", "after", "after-ep", "--case", str(planned))
+    assert result.exit_code == 0, result.stderr
+    assert "Kept in history only" in result.stderr and "before -> after" in result.stderr
+    assert (planned / "baseline-comparison.json").read_bytes() == current
+    (kept,) = (planned / "history").glob("baseline-comparison-after-after-ep-*.json")
+    document = json.loads(kept.read_text())
+    assert (document["before"]["label"], document["after"]["label"]) == ("after", "after-ep")
+    # a pair from the node before the change is the runbook's: it replaces the current one
+    assert _compare(planned, "before", "after-ep")[0].exit_code == 0
+    assert json.loads((planned / "baseline-comparison.json").read_text())["after"]["label"] == (
+        "after-ep"
     )

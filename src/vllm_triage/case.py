@@ -246,6 +246,32 @@ class Case:
             _sync_folder(self.root)
         return [*(self.root / (stem + suffix) for suffix in files), *written]
 
+    def save_to_history(
+        self, stem: str, tag: str, artifact: BaseModel, renderings: dict[str, str]
+    ) -> list[Path]:
+        """Write an artifact straight into history/ as <stem>-<tag>-<made at> (and its
+        renderings), leaving the current <stem>.json as it is: an answer kept for the record
+        that must not replace the one the runbook reads."""
+        self._folder()
+        history = self._folder(HISTORY)
+        files = {".json": _artifact_bytes(artifact)}
+        files |= {suffix: text.encode("utf-8") for suffix, text in renderings.items()}
+        made = getattr(artifact, "created_at", None)
+        when = stamp(datetime.fromisoformat(made) if isinstance(made, str) else datetime.now(UTC))
+        written: list[Path] = []
+        with contextlib.ExitStack() as stack:
+            new = {
+                suffix: stack.enter_context(self._temporary(stem + suffix, content, history))
+                for suffix, content in files.items()
+            }
+            stack.enter_context(self.locked())
+            base = _free_stem(history, f"{stem}-{tag}-{when}", list(files))
+            for suffix, temporary in new.items():
+                _place(temporary, history / (base + suffix))
+                written.append(history / (base + suffix))
+            _sync_folder(history)
+        return written
+
     # --- baselines ----------------------------------------------------------------------------
 
     def new_baseline(self, label: str) -> Path:

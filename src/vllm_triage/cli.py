@@ -1274,7 +1274,7 @@ def baseline_compare(
 ) -> None:
     """Compare two baselines: the expected change (the driver) apart from regressions; exit 1 on
     a regression, 0 otherwise, 2 on bad input."""
-    from vllm_triage.baseline import CompareOptions
+    from vllm_triage.baseline import CompareOptions, replaces_current
     from vllm_triage.baseline import baseline_compare as compare
     from vllm_triage.case import case_folder
     from vllm_triage.i18n import resolve_language
@@ -1283,16 +1283,54 @@ def baseline_compare(
     language = resolve_language(lang)
     folder = case_folder(case)
     result = _for_the_case(compare(CompareOptions(before, after, folder, expect_driver)))
-    _keep_and_print(
-        folder,
-        "baseline-comparison",
+    if replaces_current(folder, result):
+        _keep_and_print(
+            folder,
+            "baseline-comparison",
+            result,
+            output_format,
+            lambda c: comparison_markdown(c, language),
+            lambda c: comparison_renderable(c, language),
+        )
+    else:
+        _keep_in_history(folder, result, output_format, language)
+    if result.verdict == "regression":
+        raise click.exceptions.Exit(EXIT_NO_GO)
+
+
+def _keep_in_history(
+    folder: Path, result: Any, output_format: OutputFormat, language: Language
+) -> None:
+    """An exploratory comparison: written to history/ under its pair, printed, and said so."""
+    from rich.text import Text
+
+    from vllm_triage.baseline import BaselineComparison
+    from vllm_triage.baseline.texts import KEPT_IN_HISTORY
+    from vllm_triage.case import Case, read_artifact
+    from vllm_triage.i18n import catalog
+    from vllm_triage.render.baseline import comparison_markdown, comparison_renderable
+
+    case = Case(folder)
+    current = read_artifact(case.root / "baseline-comparison.json", BaselineComparison)
+    pair = f"{result.before.label}-{result.after.label}"
+    written = case.save_to_history(
+        "baseline-comparison", pair, result, {".md": comparison_markdown(result, language)}
+    )
+    _emit(
         result,
         output_format,
         lambda c: comparison_markdown(c, language),
         lambda c: comparison_renderable(c, language),
     )
-    if result.verdict == "regression":
-        raise click.exceptions.Exit(EXIT_NO_GO)
+    note = catalog(language)(
+        KEPT_IN_HISTORY,
+        before=result.before.label,
+        after=result.after.label,
+        current_before=current.before.label,
+        current_after=current.after.label,
+    )
+    _console(stderr=True).print(Text(note))
+    _say_saved(output_format, written)
 
 
 def _interactive() -> bool:

@@ -7,7 +7,7 @@ from vllm_triage.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from vllm_triage.baseline.capture import CaptureOptions, baseline_capture
-    from vllm_triage.baseline.compare import CompareOptions, baseline_compare
+    from vllm_triage.baseline.compare import CompareOptions, baseline_compare, replaces_current
     from vllm_triage.baseline.models import Baseline, BaselineComparison
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "CompareOptions",
     "baseline_capture",
     "baseline_compare",
+    "replaces_current",
 ]
 __getattr__ = lazy_exports(
     __name__,
@@ -27,5 +28,6 @@ __getattr__ = lazy_exports(
         "CompareOptions": "vllm_triage.baseline.compare",
         "baseline_capture": "vllm_triage.baseline.capture",
         "baseline_compare": "vllm_triage.baseline.compare",
+        "replaces_current": "vllm_triage.baseline.compare",
     },
 )

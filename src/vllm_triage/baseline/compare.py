@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from vllm_triage.baseline.models import (
     BASELINE_FILE,
     Baseline,
@@ -31,6 +33,7 @@ from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name
 from vllm_triage.versions import DriverVersion, VersionError
 
+COMPARISON = "baseline-comparison.json"
 ENDPOINT_SLOWER_FACTOR = 2.0
 """"Much slower": the short request takes at least twice as long as before. A request of a few
 tokens varies by tens of percent between runs (batching with other traffic, a cold prefix cache),
@@ -45,6 +48,47 @@ THRESHOLDS = {
 }
 
 
+class _PlanTarget(BaseModel):
+    """What `baseline compare` reads of the case's plan: the driver it planned (plan.json's
+    plan.target; the plan module is a sibling layer, so only these fields are read)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    minimum: str | None = None
+    release: str | None = None
+    branch: str | None = None
+
+
+class _PlanChange(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    target: _PlanTarget | None = None
+
+
+class _PlanView(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    plan: _PlanChange | None = None
+
+
+@dataclass(frozen=True)
+class DriverExpectation:
+    """What the driver after the change is judged against: the driver asked for (--expect-driver:
+    that version, or that branch), or the plan's minimum the image needs and its recommended
+    target (the current release of a long-term branch). Lower than before is always a
+    regression."""
+
+    expected: DriverVersion | None = None
+    minimum: DriverVersion | None = None
+    recommended: DriverVersion | None = None
+
+    @property
+    def source(self) -> str | None:
+        if self.expected is not None:
+            return "flag"
+        return "plan" if self.minimum is not None or self.recommended is not None else None
+
+
 @dataclass(frozen=True)
 class CompareOptions:
     """Which baselines to compare (labels in the case, or baseline folders) and the driver the
@@ -57,9 +101,11 @@ class CompareOptions:
 
 
 def baseline_compare(options: CompareOptions) -> BaselineComparison:
-    """The findings of comparing `before` with `after`; every regression counted in the verdict."""
-    target = _target(options.expect_driver)
+    """The findings of comparing `before` with `after`; every regression counted in the verdict.
+    The driver is judged against --expect-driver when given, else against the case's plan."""
     case = Case(options.case)
+    flagged = _target(options.expect_driver)
+    target = DriverExpectation(expected=flagged) if flagged else _planned(case)
     before_path = resolve_baseline(case, options.before)
     after_path = resolve_baseline(case, options.after)
     before = read_artifact(before_path, Baseline)
@@ -70,6 +116,9 @@ def baseline_compare(options: CompareOptions) -> BaselineComparison:
         before=_ref(before, before_path),
         after=_ref(after, after_path),
         expect_driver=options.expect_driver,
+        driver_expectation=target.source,
+        driver_minimum=target.minimum.text if target.minimum else None,
+        driver_recommended=target.recommended.text if target.recommended else None,
         thresholds=dict(THRESHOLDS),
         items=sorted(items, key=lambda i: _KIND_ORDER.index(i.kind)),
         verdict="regression" if counts["regression"] else "no_regression",
@@ -82,6 +131,30 @@ def baseline_compare(options: CompareOptions) -> BaselineComparison:
         fingerprint(after_path, f"{after.label}/{BASELINE_FILE}"),
     ]
     return comparison.stamped(made_from)
+
+
+def replaces_current(case_folder: Path, comparison: BaselineComparison) -> bool:
+    """Whether a comparison becomes the case's current one (baseline-comparison.json, what the
+    runbook and the record read): always when there is none yet, else only when it starts from
+    the case's first baseline (the node before the change). A pair that starts elsewhere (after
+    against after-ep) is exploratory: it is kept in history, under its pair's labels, and never
+    silently replaces the comparison of the change."""
+    case = Case(case_folder)
+    if not os.path.lexists(case.root / COMPARISON):
+        return True
+    first = _first_baseline(case)
+    return first is None or comparison.before.label == first
+
+
+def _first_baseline(case: Case) -> str | None:
+    """The label of the case's earliest complete baseline."""
+    found: list[tuple[str, str]] = []
+    for folder in case.baselines():
+        path = folder / BASELINE_FILE
+        if os.path.lexists(path):
+            baseline = read_artifact(path, Baseline)
+            found.append((baseline.created_at or "", baseline.label))
+    return min(found)[1] if found else None
 
 
 def resolve_baseline(case: Case, given: str) -> Path:
@@ -105,6 +178,24 @@ def resolve_baseline(case: Case, given: str) -> Path:
         f"baseline {given!r}: no such label in {display_name(case.root / BASELINES)} "
         f"(captured: {captured}) and no such baseline folder"
     )
+
+
+def _planned(case: Case) -> DriverExpectation:
+    """The plan's minimum and recommended driver, when the case has a plan that names them."""
+    if not os.path.lexists(case.root / "plan.json"):
+        return DriverExpectation()
+    view = read_artifact(case.root / "plan.json", _PlanView)
+    target = view.plan.target if view.plan else None
+    if target is None:
+        return DriverExpectation()
+    return DriverExpectation(minimum=_version(target.minimum), recommended=_version(target.release))
+
+
+def _version(text: str | None) -> DriverVersion | None:
+    try:
+        return DriverVersion.parse(text) if text else None
+    except VersionError:
+        return None
 
 
 def _target(expect: str | None) -> DriverVersion | None:
@@ -153,24 +244,18 @@ def item(
     )
 
 
-Check = Callable[[Baseline, Baseline, DriverVersion | None], Iterator[ComparisonItem]]
+Check = Callable[[Baseline, Baseline, DriverExpectation], Iterator[ComparisonItem]]
 
 
-def _driver(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _driver(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     old = a.gpu.driver_version if a.gpu else None
     new = b.gpu.driver_version if b.gpu else None
     if old is None or new is None:
         yield item("driver", "not_compared", before=old, after=new)
         return
-    reached = target is None or _meets(new, target)
-    if not reached:
-        yield item(
-            "driver", "regression", subject=target.text if target else None, before=old, after=new
-        )
-    elif old != new:
-        yield item("driver", "expected", before=old, after=new)
-    else:
-        yield item("driver", "same", before=old, after=new)
+    finding = _driver_finding(old, new, target)
+    yield finding
+    reached = finding.kind != "regression"
     old_cuda = a.gpu.cuda_ceiling if a.gpu else None
     new_cuda = b.gpu.cuda_ceiling if b.gpu else None
     if old_cuda and new_cuda:
@@ -184,6 +269,36 @@ def _driver(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[
         yield item("library_mismatch", "regression", after=versions)
 
 
+def _driver_finding(old: str, new: str, target: DriverExpectation) -> ComparisonItem:
+    """The driver's move judged: below the driver asked for, below the plan's minimum, or lower
+    than before is a regression; meeting the minimum below the recommended target is expected,
+    and said so."""
+    if target.expected is not None:
+        if not _meets(new, target.expected):
+            return item("driver", "regression", subject=target.expected.text, before=old, after=new)
+        return item("driver", "expected" if old != new else "same", before=old, after=new)
+    was, now = _version(old), _version(new)
+    if was is not None and now is not None and now < was:
+        return item("driver_downgrade", "regression", before=old, after=new)
+    if target.minimum is not None and now is not None and now < target.minimum:
+        return item(
+            "driver_minimum", "regression", subject=target.minimum.text, before=old, after=new
+        )
+    if old == new:
+        return item("driver", "same", before=old, after=new)
+    if target.recommended is not None and now is not None and now < target.recommended:
+        return item(
+            "driver_below_target",
+            "expected",
+            subject=target.recommended.text,
+            before=old,
+            after=new,
+        )
+    if target.source is None:
+        return item("driver_up", "expected", before=old, after=new)
+    return item("driver", "expected", before=old, after=new)
+
+
 def _meets(version: str, target: DriverVersion) -> bool:
     """A driver is the target: the same version, or for a branch target (r580) the same branch."""
     try:
@@ -195,7 +310,7 @@ def _meets(version: str, target: DriverVersion) -> bool:
     return found == target
 
 
-def _host(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _host(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     old = a.host.kernel if a.host else None
     new = b.host.kernel if b.host else None
     if old is None or new is None:
@@ -214,7 +329,7 @@ def _host(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[Co
             yield item("nvidia_module", "changed", subject=module)
 
 
-def _gpus(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _gpus(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     if not (a.gpu and a.gpu.gpus and b.gpu and b.gpu.gpus):
         count_a = len(a.gpu.gpus) if a.gpu else None
         count_b = len(b.gpu.gpus) if b.gpu else None
@@ -302,7 +417,7 @@ def _jobs(baseline: Baseline) -> str:
     return f"{len(processes)} ({shown})"
 
 
-def _runtime(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _runtime(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     old, new = a.container, b.container
     pairs = (
         ("container_engine", _engine(old), _engine(new)),
@@ -357,7 +472,7 @@ def _engine(runtime: object) -> str | None:
     return f"{engine} {version}"
 
 
-def _nccl(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _nccl(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     old, new = a.communication, b.communication
     version = (old.nccl_version if old else None, new.nccl_version if new else None)
     if version[0] is None or version[1] is None:
@@ -371,7 +486,7 @@ def _nccl(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[Co
         yield item("nccl_transport", kind, before=transport[0], after=transport[1])
 
 
-def _rdma(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _rdma(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     old, new = a.communication, b.communication
     if old is None or not old.rdma_sources:
         if new is not None and new.rdma_sources:
@@ -417,7 +532,7 @@ def _rdma(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[Co
         yield item("rdma_device", "same", after=len(before))
 
 
-def _interfaces(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _interfaces(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     old = {i.name: i for i in (a.communication.interfaces if a.communication else [])}
     new = {i.name: i for i in (b.communication.interfaces if b.communication else [])}
     if not old or not new:
@@ -445,7 +560,7 @@ def _interfaces(a: Baseline, b: Baseline, target: DriverVersion | None) -> Itera
         yield item("interface", "same", after=len(old))
 
 
-def _endpoint(a: Baseline, b: Baseline, target: DriverVersion | None) -> Iterator[ComparisonItem]:
+def _endpoint(a: Baseline, b: Baseline, target: DriverExpectation) -> Iterator[ComparisonItem]:
     old, new = a.endpoint, b.endpoint
     if old is None or new is None:
         if old is not None or new is not None:

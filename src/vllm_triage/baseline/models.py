@@ -198,6 +198,13 @@ class BaselineComparison(CaseArtifact):
     before: BaselineRef
     after: BaselineRef
     expect_driver: str | None = None
+    driver_expectation: Literal["flag", "plan"] | None = Field(
+        default=None,
+        description="what the driver was judged against: --expect-driver, the case's plan "
+        "(its minimum and recommended target), or nothing (then only a lower driver regresses)",
+    )
+    driver_minimum: str | None = None
+    driver_recommended: str | None = None
     thresholds: dict[str, float] = Field(default_factory=dict)
     items: list[ComparisonItem] = Field(default_factory=list)
     verdict: Verdict

@@ -14,6 +14,22 @@ FINDINGS: dict[tuple[str, str], str] = {
         "The driver is {after} (it was {before}), not the target {subject}."
     ),
     ("driver", "same"): N_("The driver is unchanged ({after})."),
+    ("driver_downgrade", "regression"): N_(
+        "The driver went down from {before} to {after}: a change must not lower it."
+    ),
+    ("driver_minimum", "regression"): N_(
+        "The driver is {after} (it was {before}), below {subject}, the minimum the plan says the "
+        "image needs."
+    ),
+    ("driver_below_target", "expected"): N_(
+        "The driver moved from {before} to {after}: it meets the minimum the image needs, below "
+        "the plan's recommended target {subject} (enough to run; move to the target when "
+        "convenient)."
+    ),
+    ("driver_up", "expected"): N_(
+        "The driver moved up from {before} to {after} (no plan or --expect-driver to judge it "
+        "against)."
+    ),
     ("driver", "not_compared"): N_("The driver version is missing from one of the baselines."),
     ("cuda_ceiling", "expected"): N_(
         "The CUDA version the driver supports moved with it, from {before} to {after}."
@@ -176,3 +192,9 @@ NEXT_CAPTURE = N_(
 NEXT_COMPARE = N_("vllm-triage baseline compare {before} {after}")
 PROBES_TITLE = N_("probes")
 FINDINGS_TITLE = N_("findings")
+
+KEPT_IN_HISTORY = N_(
+    "Kept in history only: it compares {before} with {after}, not the node before the change; "
+    "the current comparison ({current_before} -> {current_after}) stays what the runbook and the "
+    "record read."
+)
