@@ -38,6 +38,7 @@ from deadlines import ENDLESS_S, ends_in_time
 from test_report import REAL_RUN, build_case
 
 from vllm_triage import cli as cli_module
+from vllm_triage.baseline.models import BaselineComparison, ComparisonItem
 from vllm_triage.errors import InputError
 from vllm_triage.i18n import catalog
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
@@ -52,6 +53,7 @@ from vllm_triage.record import (
 )
 from vllm_triage.record import messages as m
 from vllm_triage.record import registry as registry_module
+from vllm_triage.record.judge import Asked, widening
 from vllm_triage.record.registry import RegistryError, list_tags, matching
 from vllm_triage.render.record import record_markdown, review_markdown
 from vllm_triage.validate.compare import compare_runs
@@ -223,8 +225,11 @@ def test_the_record_of_a_whole_case(case: Path) -> None:
     assert [w.condition for w in made.widening] == plan["plan"]["widen_when"]
     assert widening["engine_init_repeated"].status == "unknown"
     assert widening["engine_init_repeated"].basis == "init_no_run"
+    # the node's baselines compared without a regression, but neither captured an existing
+    # model's request (no --endpoint): the existing models' regression is not proven
     regression = widening["regression_passes"]
-    assert regression.status == "met" and regression.proof[0].artifact == "baseline-comparison.json"
+    assert regression.status == "unknown" and regression.basis == "regression_no_endpoint"
+    assert regression.proof[0].artifact == "baseline-comparison.json"
     assert regression.fields["before"] == "before" and regression.fields["after"] == "after"
     requests = widening["requests_succeed"]
     assert requests.status == "met" and requests.fields["tokens"] == "1998"
@@ -894,3 +899,20 @@ def test_every_widening_condition_of_the_plan_has_a_check(
         for p in problems
     )
     assert any("no_communication_error: recovery.yaml has no condition" in p for p in problems)
+
+
+def test_the_existing_models_regression_needs_their_request_on_both_sides(case: Path) -> None:
+    """regression_passes is met only by a comparison that compared an existing model's request
+    (baseline --endpoint on both sides) without a regression; the node's state alone is unknown."""
+    compared = BaselineComparison.model_validate_json(
+        (case / "baseline-comparison.json").read_text()
+    )
+    condition = "The existing models' regression tests pass."
+    node_only = widening(condition, "regression_passes", [], (compared, "c.json"), None, Asked())
+    assert (node_only.status, node_only.basis) == ("unknown", "regression_no_endpoint")
+    answered = compared.model_copy(
+        update={"items": [*compared.items, ComparisonItem(check="endpoint", kind="same",
+                                                          summary="same")]}
+    )  # fmt: skip
+    with_request = widening(condition, "regression_passes", [], (answered, "c.json"), None, Asked())
+    assert (with_request.status, with_request.basis) == ("met", "regression_none")

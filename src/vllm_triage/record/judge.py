@@ -433,6 +433,10 @@ class Asked:
     answered_at: str | None = None
 
 
+# The baseline checks that compare an existing model's request before and after the change.
+ENDPOINT_CHECKS = frozenset({"endpoint", "endpoint_slower", "endpoint_failing"})
+
+
 def comparison_proof(comparison: BaselineComparison, artifact: str) -> Proof:
     return Proof(
         artifact=artifact,
@@ -512,6 +516,12 @@ def _regression(condition: str, comparison: tuple[BaselineComparison, str] | Non
     if compared.verdict == "regression":
         return Widening(
             condition=condition, check=check, status="not_met", basis="regression_found",
+            fields=fields, proof=proof,
+        )  # fmt: skip
+    if not any(i.check in ENDPOINT_CHECKS and i.kind != "not_compared" for i in compared.items):
+        # the node's state held, but no existing model answered on both sides: not proven
+        return Widening(
+            condition=condition, check=check, status="unknown", basis="regression_no_endpoint",
             fields=fields, proof=proof,
         )  # fmt: skip
     return Widening(

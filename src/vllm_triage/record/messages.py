@@ -123,6 +123,11 @@ BASIS = {
         "No regression between {before} and {after} ({expected} expected changes)."
     ),
     "regression_found": N_("{regressions} regressions between {before} and {after}: {checks}."),
+    "regression_no_endpoint": N_(
+        "No regression of the node between {before} and {after}, but no existing model's "
+        "request was compared: capture both baselines with --endpoint URL of a model already "
+        "serving (vllm-triage baseline capture --label LABEL --endpoint URL), then compare."
+    ),
     "regression_no_comparison": N_(
         "No baseline comparison in the case (vllm-triage baseline compare BEFORE AFTER)."
     ),
