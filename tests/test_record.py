@@ -53,7 +53,7 @@ from vllm_triage.record import (
 )
 from vllm_triage.record import messages as m
 from vllm_triage.record import registry as registry_module
-from vllm_triage.record.judge import Asked, widening
+from vllm_triage.record.judge import Asked, RunRead, tool_calls_correct, widening
 from vllm_triage.record.registry import RegistryError, list_tags, matching
 from vllm_triage.render.record import record_markdown, review_markdown
 from vllm_triage.validate.compare import compare_runs
@@ -916,3 +916,31 @@ def test_the_existing_models_regression_needs_their_request_on_both_sides(case: 
     )  # fmt: skip
     with_request = widening(condition, "regression_passes", [], (answered, "c.json"), None, Asked())
     assert (with_request.status, with_request.basis) == ("met", "regression_none")
+
+
+def test_tool_call_counts_say_what_they_count() -> None:
+    """A tool-calls rung that failed with no format error (no tool parser on the server) beside a
+    structured output 4 of 4 valid: the answer is no, and the sentence says valid and errors."""
+    run = _real_run()
+    rungs = [
+        rung.model_copy(update={"status": "failed", "reason": "the server has no tool parser"})
+        if rung.name == "tool_calls"
+        else rung.model_copy(update={"status": "passed", "reason": None})
+        if rung.name == "structured_output"
+        else rung
+        for rung in run.rungs
+    ]
+    parserless = run.model_copy(
+        update={
+            "rungs": rungs,
+            "tool_calls": run.tool_calls.model_copy(update={"requests": 0, "valid": 0}),
+            "structured_output": run.structured_output.model_copy(
+                update={"valid": 4, "format_errors": 0, "errors": []}
+            ),
+        }
+    )
+    answer = tool_calls_correct([RunRead("runs/x", "runs/x/summary.json", parserless)])
+    assert (answer.answer, answer.basis) == ("no", "tools_failed")
+    said = m.BASIS[answer.basis].format(**answer.fields)
+    assert "structured output 4 of 4 valid" in said and "no format errors" in said
+    assert "no tool parser" in said and "Format errors" not in said

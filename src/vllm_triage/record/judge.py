@@ -385,10 +385,17 @@ def tool_calls_correct(runs: Sequence[RunRead]) -> Comparison:
         }
         checked = [rung for rung in (tools, structured) if rung is not None]
         errors = (t.format_errors if tools else 0) + (s.format_errors if structured else 0)
-        if errors or any(rung.status == "failed" for rung in checked):
+        if errors:
             return Comparison(
                 id="tool_calls_correct", answer="no", good=False, basis="tools_errors",
                 fields=fields, proof=proof,
+            )  # fmt: skip
+        failed = next((rung for rung in checked if rung.status == "failed"), None)
+        if failed is not None:  # no format error: the rung failed for another reason (a parser)
+            return Comparison(
+                id="tool_calls_correct", answer="no", good=False, basis="tools_failed",
+                fields=fields | {"rung": failed.name, "reason": _reason(failed.reason or "failed")},
+                proof=proof,
             )  # fmt: skip
         if len(checked) == 2 and all(rung.status == "passed" for rung in checked):
             return Comparison(

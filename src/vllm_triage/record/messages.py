@@ -86,11 +86,16 @@ BASIS = {
     # tool calls and structured output
     "tools_correct": N_(
         "In {run}: tool calls {tool_valid} of {tool_requests} valid ({mode} tools), structured "
-        "output {so_valid} of {so_requests} valid."
+        "output {so_valid} of {so_requests} valid, no format errors."
     ),
     "tools_errors": N_(
-        "Format errors in {run}: tool calls {tool_errors} of {tool_requests}, structured output "
-        "{so_errors} of {so_requests}."
+        "Format errors in {run}: tool calls {tool_valid} of {tool_requests} valid, {tool_errors} "
+        "format errors; structured output {so_valid} of {so_requests} valid, {so_errors} format "
+        "errors."
+    ),
+    "tools_failed": N_(
+        "{rung} failed in {run}: {reason} (tool calls {tool_valid} of {tool_requests} valid, "
+        "structured output {so_valid} of {so_requests} valid, no format errors)."
     ),
     "tools_partial": N_(
         "Only part was checked in {run}: tool calls {tool_valid} of {tool_requests} valid, "
