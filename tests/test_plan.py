@@ -772,3 +772,27 @@ def test_bad_options_are_one_line_and_nothing_is_overwritten(
     before = _files(planned_case)
     _one_line_error(run_cli("plan", "--case", str(planned_case), *arguments), *words)
     assert _files(planned_case) == before
+
+
+def test_the_plan_knows_the_driver_and_gpu_given_to_diagnose(tmp_path: Path) -> None:
+    """Facts given once are carried forward: `diagnose LOG --driver --gpu` with no image CUDA
+    (so no compatibility verdict), then `plan` from the case knows both (issue 20)."""
+    case = tmp_path / "triage"
+    diagnosed = run_cli(
+        "diagnose", str(EXAMPLE_LOG), "--driver", "575.57.08", "--gpu", "NVIDIA B200",
+        "--case", str(case), "--format", "json",
+    )  # fmt: skip
+    assert diagnosed.exit_code == 0, diagnosed.stderr
+    assert json.loads(diagnosed.stdout).get("compat") is None
+    planned = run_cli(
+        "plan", "--case", str(case), "--no-maintenance-window", "--cluster-cannot-change",
+        "--cannot-maintain-build", "--format", "json",
+    )  # fmt: skip
+    assert planned.exit_code == 0, planned.stderr
+    document = json.loads(planned.stdout)
+    host = document["host"]
+    assert (host["driver"], host["driver_from"]) == ("575.57.08", "diagnosis")
+    assert (host["gpu"], host["gpu_from"]) == ("NVIDIA B200", "diagnosis")
+    assert document["plan"]["target"]["installed_branch"] == "r575"
+    said = " ".join(document["assumptions"] + document["notes"])
+    assert "driver is not known" not in said and "GPU model is not known" not in said

@@ -259,18 +259,21 @@ def _evidence(options: PlanOptions, diagnosis: Diagnosis, made_from: list[InputF
         _read_bundle(Case(options.case), found, made_from)
     facts = found.facts
     compat = diagnosis.compat
+    # what the diagnosis was told or read (diagnose --driver/--gpu, its log), even when it had
+    # no image CUDA to make a verdict with
+    stated = {fact.key: fact.value for fact in reversed(diagnosis.facts)}
     case_driver = [
-        ("diagnosis", compat.driver if compat else None),
+        ("diagnosis", compat.driver if compat else stated.get("driver_version")),
         ("bundle", facts.gpu.driver_version if facts and facts.gpu else None),
         ("bundle", facts.kubernetes.gfd_driver_version if facts and facts.kubernetes else None),
     ]
     case_gpu = [
-        ("diagnosis", compat.gpu if compat else None),
+        ("diagnosis", compat.gpu if compat else stated.get("gpu")),
         ("bundle", facts.gpu.gpus[0].name if facts and facts.gpu and facts.gpu.gpus else None),
         ("bundle", facts.kubernetes.gpu_product if facts and facts.kubernetes else None),
     ]
     case_cuda = [
-        ("diagnosis", compat.cuda if compat else None),
+        ("diagnosis", compat.cuda if compat else stated.get("image_cuda")),
         ("bundle", facts.container.image_cuda if facts and facts.container else None),
         ("bundle", facts.image.torch_cuda if facts and facts.image else None),
     ]
