@@ -5,7 +5,8 @@ not grow with the log, while the diagnosis stays what the uncapped scan says.
 What is capped (scan.py): a first-phase milestone is proposed line by line MAX_MILESTONE_SIGHTINGS
 times per attempt, then only its last line per block is found (Prefilter.track); a fact rule keeps
 each value once, at most MAX_FACT_VALUES values; a pattern whose Hyperscan tail keeps proposing
-lines RE2 refuses is compiled whole (logreader.REFINE_AFTER_REFUSED).
+lines RE2 refuses is compiled whole (logreader.REFINE_AFTER_REFUSED). A signature past its
+cap is followed block by block: tests/test_scan_counts.py.
 """
 
 from __future__ import annotations

@@ -159,6 +159,11 @@ class Finding(Artifact):
     wording: Wording | None = Field(
         default=None, description="the composed texts' templates and values (None: as they are)"
     )
+    # Added in issue 19 (optional, so findings written before read unchanged).
+    count_exact: bool | None = Field(
+        default=None,
+        description="False: `count` is a lower bound (not every later line was read); None: no count",
+    )
 
 
 class CompatWording(Artifact):

@@ -259,6 +259,7 @@ def _finding(
         facts=facts,
         count=hit.count if sig.tier == "request" else None,
         wording=_wording(summary),
+        count_exact=hit.count_exact if sig.tier == "request" else None,
     )
 
 
@@ -1229,10 +1230,14 @@ def _merge_hits(scans: Sequence[FileScan]) -> dict[str, Hit]:
                     hit.level,
                     hit.attempt,
                     hit.last_text,
+                    hit.count_exact,
+                    hit.last_exact,
                 )
             else:
                 merged[rule_id].evidence.extend(hit.evidence)
                 merged[rule_id].count += hit.count
+                merged[rule_id].count_exact &= hit.count_exact
+                merged[rule_id].last_exact &= hit.last_exact
                 for key, value in hit.facts.items():
                     merged[rule_id].facts.setdefault(key, value)
     return merged

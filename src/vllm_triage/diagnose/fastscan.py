@@ -290,16 +290,27 @@ class FastFinder:
             _CACHE[key] = database
         return None if database is None else cls(database)
 
-    def first_end(self, view: memoryview, start: int, end: int, active: list[bool]) -> int | None:
+    def first_end(
+        self,
+        view: memoryview,
+        start: int,
+        end: int,
+        active: list[bool],
+        seen: set[int] | None = None,
+    ) -> int | None:
         """The offset in `view` where the first match of an active pattern in view[start:end]
-        ends (at most one report per pattern: an inactive one is passed over); None if none."""
+        ends (at most one report per pattern); None if none. An inactive pattern reported before
+        that is passed over and added to `seen` (the prefilter learns which groups it no longer
+        proposes show a line in the block)."""
         found: list[int] = []
+        passed = set() if seen is None else seen
 
         def on_match(pattern: int, _from: int, to: int, _flags: int, _context: object) -> bool:
             if active[pattern]:
                 found.append(to)
                 self.stopped_by = pattern
                 return True  # stop the scan here
+            passed.add(pattern)
             return False
 
         # the stub says bytes or str; the extension takes any buffer (no copy of the block)

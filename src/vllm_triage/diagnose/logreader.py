@@ -15,6 +15,8 @@ import re
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import re2
@@ -51,6 +53,9 @@ PARALLEL_MIN_BYTES = 8 << 20
 AHEAD_BLOCK_SIZE = 2 << 20
 # How many blocks the reading thread may have ready.
 AHEAD_DEPTH = 4
+# A followed group's lines are read from a block's end in windows of this many bytes at first,
+# twice as many each time (the last lines cost little whatever the block holds before them).
+BACKWARD_WINDOW = 1024
 _BINARY_PROBE = 8192
 # The characters of a token a secret may be (base64, base64url, hex, ids, user:password pieces).
 _TOKEN_CHAR = re.compile(r"[A-Za-z0-9+/=_.~@%-]")
@@ -185,8 +190,77 @@ def _line_at(buf: bytes, position: int, found: int, end: int) -> tuple[int, int]
     return None if stop < 0 else (start, stop)
 
 
+class Block:
+    """A block just searched, buf[lo:hi] (whole lines): how its lines are numbered, and which of
+    them were handed over one by one (the indexes of their newlines)."""
+
+    def __init__(
+        self,
+        buf: bytes,
+        span: tuple[int, int],
+        lines_before: int,
+        lines: int,
+        proposed: set[int],
+        count: NewlineCounter,
+    ):
+        self.buf = buf
+        self.lo, self.hi = span
+        self.proposed = proposed
+        self._count = count
+        self._last = lines_before + lines
+        # a newline index and its line's number: lines read from the end are numbered on from
+        # the one read before (counting from the block's end each time would read it again)
+        self._mark = (self.hi - 1, self._last)
+
+    def number(self, stop: int) -> int:
+        """The number of the line whose newline is buf[stop]."""
+        at, number = self._mark
+        if stop > at:
+            at, number = self.hi - 1, self._last
+        number -= self._count(self.buf, stop + 1, at + 1)
+        self._mark = (stop, number)
+        return number
+
+    def line(self, start: int, stop: int) -> bytes:
+        """The line buf[start:stop] as the prefilter reads it: its first MAX_LINE_BYTES bytes."""
+        return self.buf[start : min(stop, start + MAX_LINE_BYTES)]
+
+
+# RE2's Match answers [(start, end)] ((-1, -1): no match); a line tail (`_Followed.tails`) ends
+# at the line's newline.
+_UNANCHORED = re2._Anchor.UNANCHORED
+_FIRST = itemgetter(0)
+_NO_MATCH = -1
+_MATCH_END = re.Match.end
+
+
+@dataclass(frozen=True)
+class _Followed:
+    """How a followed group's lines are found in a block (see Prefilter.follow)."""
+
+    # RE2's C++ Match (the wrapper's `search` is Python code around it) over a run of lines, ^
+    # and $ at each line; and over one line, called through `map`: no Python frame per line
+    lines: Any
+    one_line: Any
+    # per pattern, its required literal to the end of the line (Python's re finds it in C);
+    # None when a pattern has none
+    tails: tuple[re.Pattern[bytes], ...] | None
+
+    @classmethod
+    def of(cls, patterns: list[str]) -> _Followed:
+        raw = "|".join(f"(?:{_raw(p)})" for p in patterns)
+        literals = group_literals(patterns)
+        tails = None
+        if literals is not None:
+            tails = tuple(re.compile(re.escape(literal) + rb"[^\n]*") for literal in literals)
+        lines = re2.compile(f"(?m){raw}".encode(), _re2_options())._regexp.Match
+        one_line = re2.compile(raw.encode(), _re2_options())._regexp.Match
+        return cls(lines, one_line, tails)
+
+
 class Prefilter:
-    """Named groups of patterns, looked for in raw lines; groups can be switched off and on.
+    """Named groups of patterns, looked for in raw lines; groups can be switched off and on, or
+    followed: switched off, their lines still found block by block (`follow`).
 
     A line is a candidate when RE2 finds a pattern of an active group in it (the raw line,
     through its first MAX_LINE_BYTES bytes). Two engines find candidates with exactly that
@@ -225,6 +299,16 @@ class Prefilter:
         self._view_of: bytes | None = None
         # switched-off groups whose last line is still wanted: their literals and RE2 pattern
         self._tracked: dict[str, tuple[tuple[bytes, ...], Any]] = {}
+        # switched-off groups whose lines are still counted block by block (`follow`), and,
+        # for those followed in the block being read, the offset they are followed from
+        self._followed: dict[str, _Followed] = {}
+        self._follow_from: dict[str, int] = {}
+        # where the search of the block goes on: after the line handed over last (LogScanner)
+        self.position = 0
+        # in the block being read: patterns Hyperscan reported and passed over, and whether RE2
+        # searched some of it (it reports nothing, see `followed_in`)
+        self._reported: set[int] = set()
+        self._re2_searched = False
 
     @property
     def active(self) -> bool:
@@ -296,6 +380,103 @@ class Prefilter:
                 end = start
         return found
 
+    def follow(self, key: str) -> bool:
+        """Stop proposing the lines of an active group but keep finding, in each block, the lines
+        that show it (`followed_in`, `showing`, `showing_backwards`): a signature past its cap.
+        Its patterns stay in the Hyperscan database, which then says in which blocks it shows.
+        False (nothing changed) for a group already switched off."""
+        if key not in self._active:
+            return False
+        self._followed[key] = _Followed.of(self._groups[key])
+        self._follow_from[key] = self.position
+        self.deactivate(key)
+        return True
+
+    @property
+    def followed(self) -> frozenset[str]:
+        """The groups switched off whose lines are still counted."""
+        return frozenset(self._followed)
+
+    def start_block(self, lo: int) -> None:
+        """A block is about to be searched from buf[lo] on."""
+        self.position = lo
+        self._reported.clear()
+        self._re2_searched = False
+
+    def end_block(self) -> None:
+        """The block is done: the groups followed during it are followed from the next one's
+        start."""
+        self._follow_from.clear()
+
+    def followed_in(self, block: Block) -> list[str]:
+        """The followed groups that may show a line in the block: those Hyperscan reported when
+        it searched all of it, else (RE2 searched some) those the RE2 set finds in it."""
+        if self._re2_searched:
+            # (?m): ^ and $ at each line of the block, as for one line in `wanted`
+            patterns = [
+                (key, f"(?m){self._patterns[i]}")
+                for key in self._followed
+                for i in self._indexes[key]
+            ]
+            found = _pattern_set(tuple(p for _, p in patterns)).Match(
+                memoryview(block.buf)[block.lo : block.hi]
+            )
+            shown = {patterns[i][0] for i in found or ()}
+        else:
+            shown = {self._owners[i] for i in self._reported}
+        return [key for key in self._followed if key in shown]
+
+    def showing(self, key: str, block: Block) -> set[int] | None:
+        """The newline indexes of the lines of the block, from where the group is followed, that
+        show it (RE2 finds one of its patterns in the line's first MAX_LINE_BYTES bytes, as
+        `wanted`) and were not handed over one by one; None when a pattern of the group has no
+        required literal to find its lines by. Only C code runs per line: Python's re finds each
+        literal's line tails, `map` calls bytes methods and RE2's Match on each candidate."""
+        followed = self._followed[key]
+        if followed.tails is None:
+            return None
+        buf = block.buf
+        start = self._follow_from.get(key, block.lo)
+        stops: set[int] = set()
+        for tail in followed.tails:
+            stops.update(map(_MATCH_END, tail.finditer(buf, start, block.hi)))
+        stops -= block.proposed
+        ordered = list(stops)
+        starts = list(map((1).__add__, map(buf.rfind, repeat(b"\n"), repeat(0), ordered)))
+        ends = map(min, ordered, map(MAX_LINE_BYTES.__add__, starts))
+        lines = list(map(buf.__getitem__, map(slice, starts, ends)))
+        spans = map(followed.one_line, repeat(_UNANCHORED), lines, repeat(0), map(len, lines))
+        matched = map(_NO_MATCH.__lt__, map(_FIRST, map(_FIRST, spans)))
+        return set(compress(ordered, matched))
+
+    def showing_backwards(self, key: str, block: Block) -> Iterator[tuple[int, int]]:
+        """(start, newline index) of the lines of the block that show the group, from the last
+        one back to where it is followed, less those handed over one by one: RE2 searches
+        windows from the block's end (BACKWARD_WINDOW bytes, then twice as many each time)."""
+        followed = self._followed[key]
+        buf, floor = block.buf, self._follow_from.get(key, block.lo)
+        end, window = block.hi, BACKWARD_WINDOW
+        while end > floor:
+            # the window starts at a line's start (the floor is one)
+            begin = floor
+            if end - window > floor:
+                begin = max(floor, buf.rfind(b"\n", floor, end - window) + 1)
+            found: list[tuple[int, int]] = []
+            position = begin
+            while (at := followed.lines(_UNANCHORED, buf, position, end)[0][0]) > _NO_MATCH:
+                start = buf.rfind(b"\n", begin, at) + 1 or begin
+                stop = buf.find(b"\n", at, end)
+                found.append((start, stop))
+                position = stop + 1
+            for start, stop in reversed(found):
+                line = block.line(start, stop)
+                if (
+                    stop not in block.proposed
+                    and followed.one_line(_UNANCHORED, line, 0, len(line))[0][0] > _NO_MATCH
+                ):
+                    yield start, stop
+            end, window = begin, window * 2
+
     def activate(self, keys: Iterable[str]) -> None:
         """Look for these groups again (the start-up milestones after a restart); a tracked one
         is no longer tracked."""
@@ -310,9 +491,12 @@ class Prefilter:
                     self._on[index] = True
 
     def wanted(self, line: bytes) -> bool:
-        """Whether RE2 finds a pattern of an active group in this raw line."""
+        """Whether RE2 finds a pattern of an active group in this raw line. The patterns of
+        switched-off groups it finds count as reported (Hyperscan stopped in the line: what
+        follows the stop in it was not reported, see `followed_in`)."""
         matches: list[int] | None = _pattern_set(self._patterns).Match(line)
         on = self._on
+        self._reported.update(matches or ())
         return any(on[i] for i in matches or ())
 
     def prepare_fast(self, *, wait: bool = False) -> None:
@@ -320,8 +504,14 @@ class Prefilter:
         `wait`); RE2 finds the candidates until it is ready, and for good if it cannot be had."""
         from vllm_triage.diagnose.fastscan import FastCompile
 
-        if self._compiling is None and self._fast is None and self._active and not self._broken:
-            chosen = {i: self._patterns[i] for i, on in enumerate(self._on) if on}
+        wanted = self._active or self._followed
+        if self._compiling is None and self._fast is None and wanted and not self._broken:
+            # a followed group's patterns stay: Hyperscan reports in which blocks it shows
+            chosen = {
+                i: pattern
+                for i, (pattern, on) in enumerate(zip(self._patterns, self._on, strict=True))
+                if on or self._owners[i] in self._followed
+            }
             self._compiling = FastCompile(chosen, self._whole)
             self._compiling_keys = frozenset(self._active)
         if wait and self._compiling is not None:
@@ -330,7 +520,7 @@ class Prefilter:
     def next_line(self, buf: bytes, position: int, end: int) -> tuple[int, int] | None:
         """(start, index of its newline) of the first candidate line in buf[position:end], a
         run of whole lines each ending with a newline; None when there is none."""
-        if not self._active:
+        if not self._active and not self._followed:
             return None
         fast = self._fast_engine()
         if fast is not None:
@@ -367,7 +557,7 @@ class Prefilter:
         assert self._view is not None
         while position < end:
             try:
-                found = fast.first_end(self._view, position, end, self._on)
+                found = fast.first_end(self._view, position, end, self._on, self._reported)
             except FastFailed:
                 self._fast, self._broken = None, True  # RE2 from here on, same results
                 return self._next_re2(buf, position, end)
@@ -421,6 +611,7 @@ class Prefilter:
         return self._regex
 
     def _next_re2(self, buf: bytes, position: int, end: int) -> tuple[int, int] | None:
+        self._re2_searched = True
         while position < end:
             regex = self._regex_for(end - position)
             if regex is None:
@@ -464,6 +655,7 @@ class LogScanner:
         fast: bool | None = None,
         reading_ahead: Callable[[], None] | None = None,
         tracked: Callable[[str, int, bytes], None] | None = None,
+        followed: Callable[[Block], None] | None = None,
     ):
         self._stream = stream
         self._prefilter = prefilter
@@ -473,6 +665,8 @@ class LogScanner:
         # called at the end of each block with (group, line number, raw line) for the last line
         # of each group the prefilter tracks (see Prefilter.track)
         self._tracked = tracked
+        # called at the end of each block while the prefilter follows groups (Prefilter.follow)
+        self._followed = followed
         # None: Hyperscan and the read-ahead thread for large inputs only; True: both from the
         # start (tests); False: neither
         self._fast = fast
@@ -565,12 +759,14 @@ class LogScanner:
                 # the lines that end before `counted_to`, counted as far as the candidates need
                 before, counted_to = 0, lo
                 position = lo
+                proposed: set[int] = set()
+                prefilter.start_block(lo)
                 while position < hi:
                     found = prefilter.next_line(buf, position, hi)
                     if found is None:
                         break
                     start, stop = found
-                    position = stop + 1
+                    position = prefilter.position = stop + 1
                     if stop - start > MAX_LINE_BYTES:
                         line = buf[start : start + MAX_LINE_BYTES]
                         if not prefilter.wanted(line):
@@ -579,11 +775,17 @@ class LogScanner:
                         line = buf[start:stop]
                     before += self._count(buf, counted_to, start)
                     counted_to = start
+                    proposed.add(stop)
                     yield self.lines_read + before + 1, line
                 if lines is None:
                     lines = before + self._count(buf, counted_to, hi)
                 if self._tracked is not None and prefilter.tracked:
                     self._report_tracked(buf, lo, hi, lines)
+                if self._followed is not None and prefilter.followed:
+                    self._followed(
+                        Block(buf, (lo, hi), self.lines_read, lines, proposed, self._count)
+                    )
+                prefilter.end_block()
                 self.lines_read += lines
                 self._remember_tail(buf, lo, hi)
         finally:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from vllm_triage.diagnose.logfacts import decode_fact
-from vllm_triage.diagnose.logreader import LogLine, LogScanner, Prefilter, normalize
+from vllm_triage.diagnose.logreader import Block, LogLine, LogScanner, Prefilter, normalize
 from vllm_triage.diagnose.signatures import (
     CompiledKnowledge,
     CompiledMilestone,
@@ -22,8 +22,18 @@ from vllm_triage.models import Evidence, Fact, Phase, Requests
 MAX_EVIDENCE_PER_RULE = 3
 # A phrase that keeps matching only inside INFO lines stops being looked for after this many.
 MAX_QUIET_MATCHES = 200
-# Refused requests and stall lines are counted up to this many lines per rule.
+# Refused requests and stall lines are read one by one up to this many lines per rule; past it
+# their lines are counted block by block in C (no level to read: see _count_followed).
 MAX_COUNTED_PER_RULE = 1000
+# An error rule past its cap: at most this many of its lines a block are read from the block's
+# end (each one's level and the rules beside it decide whether it counts); a block that holds
+# more makes its count a lower bound (see _follow_error).
+MAX_FOLLOW_PROBES = 16
+# Which rules count on a raw line, kept for this many distinct lines of at most so many bytes
+# (a crash loop repeats its traceback lines byte for byte: each block's end is then decided
+# without reading its lines again; the memory stays under half a megabyte).
+MAX_KEPT_VERDICTS = 256
+MAX_KEPT_LINE_BYTES = 2048
 # Access-log lines are counted up to this many per file; past it the counts are lower bounds.
 MAX_REQUEST_LINES = 2_000
 # A start-up milestone of the first phase is looked for again and again (a later one after the
@@ -40,7 +50,9 @@ CONTEXT_AFTER_LINES = 40
 
 @dataclass
 class Hit:
-    """Where one signature fired in one file."""
+    """Where one signature fired in one file: its first lines as evidence, its last line and
+    how many lines it counted on, past its cap too (`count_exact` False: the count is a lower
+    bound; `last_exact` False: a later line than `last_line` may show it)."""
 
     rule: CompiledSignature
     file: str
@@ -54,6 +66,8 @@ class Hit:
     level: str | None = None
     attempt: int = 0
     last_text: str = ""
+    count_exact: bool = True
+    last_exact: bool = True
 
 
 @dataclass
@@ -135,6 +149,12 @@ class _Scan:
         self.sightings: dict[str, int] = {}
         self.by_key = {f"ms:{m.milestone.id}": m for m in compiled.milestones}
         self.ranks = {m.milestone.id: m.rank for m in compiled.milestones}
+        # signatures past their cap, by prefilter group (see `block`); each rule's place in the
+        # knowledge, which settles a line two refused-request rules show (see `_settles`)
+        self.followed: dict[str, CompiledSignature] = {}
+        self.rank = {id(rule): index for index, rule in enumerate(compiled.rules)}
+        # raw line -> ids of the rules that count on it (see `counts_on`)
+        self.verdicts: dict[bytes, frozenset[int]] = {}
 
     def evidence(self, line: LogLine) -> Evidence:
         return Evidence(file=self.name, line=line.number, text=line.display)
@@ -151,19 +171,33 @@ class _Scan:
             elif kind == "fact":
                 self._fact(index, line)
             else:
-                rule = self.compiled.rules[index]
-                if rule.counts_at(line):
-                    signatures.append(rule)
-                else:
-                    self._quiet(rule)
-        strong = [rule for rule in signatures if not rule.weak]
-        requests = [rule for rule in strong if rule.signature.tier == "request"]
-        if len(requests) > 1:
-            # one refused request, one finding: the most specific rule says what it was
-            best = max(requests, key=lambda rule: rule.signature.confidence)
-            strong = [rule for rule in strong if rule.signature.tier != "request" or rule is best]
-        for rule in strong or signatures:
+                signatures.append(self.compiled.rules[index])
+        for rule in signatures:
+            if not rule.counts_at(line):
+                self._quiet(rule)
+        for rule in _counting(signatures, line):
             self._hit(rule, line)
+
+    def counting(self, line: LogLine) -> list[CompiledSignature]:
+        """The rules that count on the line, as `line` decides it (no state changes)."""
+        matched = [
+            self.compiled.rules[index]
+            for kind, index in self.compiled.matches(encoded(line))
+            if kind == "sig"
+        ]
+        return _counting(matched, line)
+
+    def counts_on(self, rule: CompiledSignature, raw: bytes) -> bool:
+        """Whether the rule counts on a raw line (its number does not matter), remembered per
+        line."""
+        verdict = self.verdicts.get(raw)
+        if verdict is None:
+            verdict = frozenset(map(id, self.counting(normalize(raw, 0))))
+            if len(self.verdicts) >= MAX_KEPT_VERDICTS:
+                self.verdicts.clear()
+            if len(raw) <= MAX_KEPT_LINE_BYTES:
+                self.verdicts[raw] = verdict
+        return id(rule) in verdict
 
     def _milestone(self, milestone: CompiledMilestone, line: LogLine) -> None:
         key = f"ms:{milestone.milestone.id}"
@@ -249,7 +283,21 @@ class _Scan:
         sig = rule.signature
         self.quiet[sig.id] = self.quiet.get(sig.id, 0) + 1
         if self.quiet[sig.id] >= MAX_QUIET_MATCHES:
-            self.prefilter.deactivate(f"sig:{sig.id}")
+            if sig.id in self.hits:
+                self._follow(rule)  # its lines that count are still counted
+            else:
+                self.prefilter.deactivate(f"sig:{sig.id}")
+
+    def _follow(self, rule: CompiledSignature) -> None:
+        """Stop reading a rule's lines one by one; `block` counts them block by block."""
+        key = f"sig:{rule.signature.id}"
+        if key in self.followed:
+            return
+        self.followed[key] = rule
+        if not self.prefilter.follow(key):
+            # switched off before it had a hit (quiet): its later lines are not read
+            hit = self.hits[rule.signature.id]
+            hit.count_exact = hit.last_exact = False
 
     def _hit(self, rule: CompiledSignature, line: LogLine) -> None:
         sig = rule.signature
@@ -268,7 +316,70 @@ class _Scan:
         counted = sig.tier in ("stall", "request")
         limit = MAX_COUNTED_PER_RULE if counted else MAX_EVIDENCE_PER_RULE
         if hit.count >= limit:
-            self.prefilter.deactivate(f"sig:{sig.id}")
+            self._follow(rule)
+
+    def block(self, block: Block) -> None:
+        """Count and place the lines of the rules past their cap in a block just searched (the
+        lines handed over one by one went through `line`)."""
+        claimed: set[int] = set()
+        present = [self.followed[key] for key in self.prefilter.followed_in(block)]
+        for rule in sorted(present, key=self._settles):
+            hit = self.hits[rule.signature.id]
+            key = f"sig:{rule.signature.id}"
+            if rule.signature.tier in ("stall", "request"):
+                self._count_followed(hit, key, block, claimed)
+            else:
+                self._follow_error(hit, key, block)
+
+    def _settles(self, rule: CompiledSignature) -> tuple[float, int]:
+        """The order in which refused-request rules claim a line both show (see `_counting`)."""
+        return -rule.signature.confidence, self.rank[id(rule)]
+
+    def _count_followed(self, hit: Hit, key: str, block: Block, claimed: set[int]) -> None:
+        """A stall or request rule counts on every line that shows it, whatever its level: the
+        block's lines that show it are counted in C, less those a more certain request rule
+        claimed (`claimed`, filled in that order)."""
+        stops = self.prefilter.showing(key, block)
+        if stops is None:  # a pattern without a literal to find its lines by
+            hit.count_exact = hit.last_exact = False
+            return
+        if hit.rule.signature.tier == "request":
+            shown, stops = stops, stops - claimed
+            claimed |= shown
+        hit.count += len(stops)
+        if stops:
+            last = max(stops)
+            start = block.buf.rfind(b"\n", 0, last) + 1
+            number = block.number(last)
+            self._place(hit, normalize(block.line(start, last), number))
+
+    def _follow_error(self, hit: Hit, key: str, block: Block) -> None:
+        """An error rule counts only where its line's level and the rules beside it let it
+        (`counts_on`), which takes reading the line: its lines are read from the block's end, the
+        first that counts is its last line so far; while its count is exact, they are read on and
+        counted, at most MAX_FOLLOW_PROBES a block (a block with more makes it a lower bound)."""
+        placed = False
+        for probes, (start, stop) in enumerate(self.prefilter.showing_backwards(key, block), 1):
+            if probes > MAX_FOLLOW_PROBES:
+                hit.count_exact = False
+                if not placed:  # a line not read may be later than the last one placed
+                    hit.last_exact = False
+                return
+            raw = block.line(start, stop)
+            if not self.counts_on(hit.rule, raw):
+                continue
+            hit.count += 1
+            if not placed:
+                placed = True
+                self._place(hit, normalize(raw, block.number(stop)))
+            if not hit.count_exact:
+                return  # the count is a lower bound already: the last line was what was left
+
+    def _place(self, hit: Hit, line: LogLine) -> None:
+        """A line past the cap that the rule counts on, the last of its block: the rule's last
+        line if none later was handed over (every line not read is earlier)."""
+        if line.number > hit.last_line:
+            hit.last_line, hit.last_text, hit.last_exact = line.number, line.display, True
 
     def result(self, scanner: LogScanner) -> FileScan:
         tail = [normalize(raw, number) for number, raw in scanner.tail]
@@ -289,6 +400,19 @@ class _Scan:
         )
 
 
+def _counting(signatures: list[CompiledSignature], line: LogLine) -> list[CompiledSignature]:
+    """Of the rules that match a line, those that count on it: at a level where they count; a
+    vague symptom only when no other rule does; of several refused-request rules, the most
+    specific (one refused request, one finding)."""
+    signatures = [rule for rule in signatures if rule.counts_at(line)]
+    strong = [rule for rule in signatures if not rule.weak]
+    requests = [rule for rule in strong if rule.signature.tier == "request"]
+    if len(requests) > 1:
+        best = max(requests, key=lambda rule: rule.signature.confidence)
+        strong = [rule for rule in strong if rule.signature.tier != "request" or rule is best]
+    return strong or signatures
+
+
 def scan_log(
     stream: BinaryIO,
     name: str,
@@ -301,7 +425,11 @@ def scan_log(
     log's search reaches the blocks another thread reads ahead (see LogScanner)."""
     state = _Scan(name, compiled_knowledge(kb))
     scanner = LogScanner(
-        stream, state.prefilter, reading_ahead=reading_ahead, tracked=state.tracked
+        stream,
+        state.prefilter,
+        reading_ahead=reading_ahead,
+        tracked=state.tracked,
+        followed=state.block,
     )
     for number, raw in scanner.candidates():
         state.line(normalize(raw, number))
