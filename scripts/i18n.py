@@ -4,18 +4,24 @@ Each part of the tool with texts of its own has its own domain (vllm_triage.i18n
 parts are translated and merged independently: a domain's messages are extracted from its package
 folder (`tr(...)` and `N_(...)` calls), the core domain's from the rest of the code, and the
 `signatures` and `knowledge` domains' from the knowledge base's texts for people (fields typed
-`Text` in the schema: the diagnosis' signatures and fact checks, and the rest). New messages are merged into the ko/ja .po files (a translator fills them; the tests
-fail until they do) and the .mo files the tool reads are compiled from them.
+`Text` in the schema: the diagnosis' signatures and fact checks, and the rest). New messages are
+merged into the ko/ja .po files (a translator fills them; the tests fail until they do) and the .mo
+files the tool reads are compiled from them. Then it lists the translations that break the
+glossary (src/vllm_triage/i18n/glossary.yaml: the runbooks' term for each concept, one rendering
+each) or lean on a Korean particle fallback such as 을(를); tests/test_glossary.py fails on them.
 
 Run: .venv/bin/python scripts/i18n.py [DOMAIN ...]   (every domain when none is named)
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_dir
 from babel.messages.mofile import write_mo
@@ -35,6 +41,18 @@ from vllm_triage.knowledge.texts import translatable_texts
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "vllm_triage"
 KEYWORDS = {"tr": None, "N_": None}
+GLOSSARY = LOCALE_DIR.parent / "glossary.yaml"
+# What a message id names that is not English prose: code spans, the tool's commands, flags,
+# {fields}, and tokens with _ . / = in them (ids, files, settings).
+_MACHINE = re.compile(
+    r"`[^`]*`|vllm-triage (?:baseline|record|case|fleet|knowledge) [a-z]+|vllm-triage [a-z-]+"
+    r"|prefix-check|--[a-z0-9-]+|\{[^}]*\}|\S*\w[_./=]\w\S*"
+)
+# A Korean particle written both ways because the word before it may end in a vowel or not:
+# 을(를), 이(가), 은(는), 과(와), (으)로... A message is phrased so that it needs none.
+PARTICLE_FALLBACK = re.compile(
+    r"\((?:을|를|이|가|은|는|과|와|으|으로|로|이나|나|이라|라|이며|며|아|야)\)"
+)
 
 
 def code_messages(domain: str) -> dict[str, list[str]]:
@@ -95,9 +113,76 @@ def _compile(domain: str, language: str, catalog: Catalog) -> int:
     return sum(1 for message in catalog if message.id and not message.string)
 
 
+@dataclass(frozen=True)
+class Term:
+    """One concept of the glossary: the English it is said with in a message id, its one
+    rendering per language, and the renderings no translation may use."""
+
+    id: str
+    english: re.Pattern[str]
+    renderings: dict[str, str]
+    wrong: dict[str, list[re.Pattern[str]]]
+
+
+def load_glossary(path: Path = GLOSSARY) -> list[Term]:
+    """The glossary's terms (the runbooks' renderings, each with its source in the file)."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return [
+        Term(
+            id=entry["id"],
+            english=re.compile(entry["en"], re.IGNORECASE),
+            renderings={language: entry[language] for language in LANGUAGES if language != "en"},
+            wrong={
+                language: [re.compile(pattern) for pattern in patterns]
+                for language, patterns in (entry.get("wrong") or {}).items()
+            },
+        )
+        for entry in document["terms"]
+    ]
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+def glossary_problems(language: str, catalog: Catalog, terms: list[Term]) -> list[str]:
+    """A catalog's translations that render a glossary term otherwise than the glossary says,
+    or use a rendering it lists as wrong; one line each."""
+    problems = []
+    for message in catalog:
+        if not message.id or not message.string or not isinstance(message.id, str):
+            continue
+        english = _MACHINE.sub(" ", message.id)
+        translation = str(message.string)
+        for term in terms:
+            rendering = term.renderings.get(language)
+            if (
+                rendering is not None
+                and term.english.search(english)
+                and _squeezed(rendering) not in _squeezed(translation)
+            ):
+                problems.append(f"{term.id}: {rendering!r} missing in {message.id!r}")
+            for wrong in term.wrong.get(language, ()):
+                if wrong.search(translation):
+                    problems.append(f"{term.id}: {wrong.pattern!r} used in {translation!r}")
+    return problems
+
+
+def particle_problems(catalog: Catalog) -> list[str]:
+    """Korean translations that write a particle both ways (을(를)) instead of being phrased to
+    need one form only."""
+    return [
+        f"particle fallback in {message.string!r}"
+        for message in catalog
+        if message.id and isinstance(message.string, str)
+        if PARTICLE_FALLBACK.search(message.string)
+    ]
+
+
 def build(domains: Iterable[str]) -> list[str]:
     """Extract, merge and compile each domain; the lines to print (what is left to translate)."""
     report = []
+    terms = load_glossary()
     for domain in domains:
         data = domain in (KNOWLEDGE_DOMAIN, SIGNATURES_DOMAIN)
         messages = knowledge_messages(domain) if data else code_messages(domain)
@@ -111,8 +196,13 @@ def build(domains: Iterable[str]) -> list[str]:
         for language in LANGUAGES:
             if language == "en":
                 continue
-            missing = _compile(domain, language, _merge(domain, language, template))
+            catalog = _merge(domain, language, template)
+            missing = _compile(domain, language, catalog)
             report.append(f"{domain} {language}: {len(messages)} messages, {missing} untranslated")
+            found = glossary_problems(language, catalog, terms)
+            if language == "ko":
+                found += particle_problems(catalog)
+            report += [f"  {domain} {language}: {problem}" for problem in found]
     return report
 
 

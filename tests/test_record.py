@@ -399,7 +399,7 @@ def test_the_prompt_on_the_command_line(case: Path, monkeypatch: pytest.MonkeyPa
     ("language", "words"),
     [
         ("ko", ("결정 기록", "검증된 범위", "확대 조건", "롤백 조건", "Kimi K3 지원이 vLLM 안정 릴리스에 포함")),
-        ("ja", ("決定記録", "検証済みの範囲", "拡大の条件", "ロールバックの条件", "Kimi K3 対応が vLLM の安定版リリースに入る")),
+        ("ja", ("決定記録", "確認済み範囲", "拡大の条件", "ロールバック条件", "Kimi K3 対応が vLLM の安定版リリースに入る")),
     ],
 )  # fmt: skip
 def test_the_record_in_korean_and_japanese(

@@ -362,9 +362,11 @@ def _emit(
 
 
 def _console(stderr: bool = False) -> Console:
-    from rich.console import Console
+    """The console the commands print with: its texts break lines as prose (render/wrap.py), so
+    Japanese wraps between characters and never before 。 or inside an ASCII token."""
+    from vllm_triage.render.wrap import ProseConsole
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return ProseConsole(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 # --image on any command: the config from the local engine or the registry (vllm_triage.image).

@@ -46,6 +46,7 @@ from vllm_triage.bundle.models import (
     ProbeStatus,
 )
 from vllm_triage.case import Case, case_folder, fingerprint
+from vllm_triage.collect import reasons
 from vllm_triage.collect.api import _shielded, _stopped_by_signals
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes import PROBES, CollectOptions
@@ -221,7 +222,10 @@ def _probe_outputs(
     outputs = {}
     for run in runs:
         if run.finished is None:
-            run.status, run.reason = "timed_out", f"no answer within {options.timeout:g} s"
+            run.status, run.reason = (
+                "timed_out",
+                reasons.NO_ANSWER.format(seconds=f"{options.timeout:g}"),
+            )
         elif run.output is not None and run.status == "ok":
             outputs[run.name] = run.output
     return outputs, runs

@@ -29,6 +29,7 @@ from vllm_triage.bundle.archive import ArchiveNotWritten, pack
 from vllm_triage.bundle.layout import FACTS, MANIFEST
 from vllm_triage.bundle.models import BundleFacts, Manifest, ProbeState, ProbeStatus
 from vllm_triage.case import ARCHIVE_SUFFIX, BUNDLE_PREFIX, Case, stamp
+from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.facts import bounded
 from vllm_triage.collect.probes import PROBES, CollectOptions, Probe
@@ -298,7 +299,7 @@ def _logs_status(logs: list[CapturedFile], files: dict[int, str]) -> ProbeStatus
     return ProbeStatus(
         name="logs",
         status="ok" if logs else "not_available",
-        reason=None if logs else "no --log given",
+        reason=None if logs else reasons.NO_LOG,
         duration_s=0.0,
         files=[files[id(log)] for log in logs],
     )

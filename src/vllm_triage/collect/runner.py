@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from vllm_triage.collect import reasons
 from vllm_triage.collect.excerpt import LINE_SEARCH, cut_line, head_end, tail_start
 from vllm_triage.collect.processes import MARKER_ENV, Tracked, kill_marked
 
@@ -216,17 +217,19 @@ class CommandResult:
 
     def failure(self) -> str:
         """One line that says why the command did not give its output."""
-        program = self.argv[0]
+        command = " ".join(self.argv)
         if self.missing:
-            return f"{program} is not installed (not on PATH)"
+            return reasons.NOT_INSTALLED.format(program=self.argv[0])
         if self.interrupted:
-            return f"`{' '.join(self.argv)}` was not run: collect is stopping"
+            return reasons.NOT_RUN.format(command=command)
         if self.timed_out:
-            return f"`{' '.join(self.argv)}` did not finish within {self.duration_s:.1f} s"
+            return reasons.DID_NOT_FINISH.format(command=command, seconds=f"{self.duration_s:.1f}")
         last = next((line for line in reversed(self.stderr.splitlines()) if line.strip()), "")
-        return f"`{' '.join(self.argv)}` exited {self.returncode}" + (
-            f": {last[:300]}" if last else ""
-        )
+        if last:
+            return reasons.EXITED_SAYING.format(
+                command=command, code=self.returncode, error=last[:300]
+            )
+        return reasons.EXITED.format(command=command, code=self.returncode)
 
     def cut_note(self) -> str:
         """What the cap left out, for the manifest's notes."""

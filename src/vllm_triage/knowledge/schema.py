@@ -917,7 +917,7 @@ class PrefixFix(Row, frozen=True, kw_only=True):
         str, msgspec.Meta(pattern="^[a-z][a-z_]*$", description="the divergence class it fixes")
     ]
     explanation: str
-    fix: str
+    fix: Text  # shown in the report's prefix-check section, in the reader's language
 
 
 class PrefixShapes(_Knowledge, frozen=True, kw_only=True):

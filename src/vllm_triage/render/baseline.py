@@ -4,6 +4,7 @@ values (versions, device names, paths) as the artifact holds them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -12,7 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from vllm_triage.baseline import texts
-from vllm_triage.i18n import Catalog, Language, catalog
+from vllm_triage.collect.reasons import REASONS
+from vllm_triage.i18n import N_, Catalog, Language, catalog
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -27,6 +29,39 @@ _KIND_STYLE = {
     "same": "dim",
 }
 _STATUS_STYLE = {"ok": "green", "not_available": "dim", "failed": "red", "timed_out": "yellow"}
+# A probe's status in words (English shows the status itself).
+PROBE_STATUSES = {
+    "ok": N_("ok"),
+    "not_available": N_("not available"),
+    "failed": N_("failed"),
+    "timed_out": N_("timed out"),
+}
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    """A baseline's probe as its table shows it, in the reader's language."""
+
+    name: str
+    status: str
+    status_word: str
+    seconds: str
+    why: str
+
+
+def probe_rows(baseline: Baseline, tr: Catalog) -> list[ProbeRow]:
+    """Each probe: its status in words, and why it found nothing (its reason said through the
+    catalog, collect/reasons.py) followed by its notes."""
+    return [
+        ProbeRow(
+            probe.name,
+            probe.status,
+            tr.word(PROBE_STATUSES, probe.status),
+            f"{probe.duration_s:.2f}",
+            "; ".join(filter(None, [tr.composed(probe.reason or "", REASONS), *probe.notes])),
+        )
+        for probe in baseline.probes
+    ]
 
 
 def finding(item: ComparisonItem, tr: Catalog) -> str:
@@ -182,12 +217,12 @@ def capture_renderable(
     for column in (texts.COLUMN_PROBE, texts.COLUMN_STATUS, texts.COLUMN_SECONDS):
         probes.add_column(tr(column))
     probes.add_column(tr(texts.COLUMN_NOTES), overflow="fold")
-    for probe in baseline.probes:
+    for row in probe_rows(baseline, tr):
         probes.add_row(
-            probe.name,
-            Text(probe.status, style=_STATUS_STYLE.get(probe.status, "")),
-            f"{probe.duration_s:.2f}",
-            Text("; ".join(filter(None, [probe.reason, *probe.notes]))),
+            row.name,
+            Text(row.status_word, style=_STATUS_STYLE.get(row.status, "")),
+            row.seconds,
+            Text(row.why),
         )
     lines = [
         (tr(texts.LABEL_FOLDER), folder),
@@ -260,6 +295,7 @@ def capture_markdown(
             folder=folder,
             title=tr(texts.BASELINE_TITLE, label=baseline.label),
             rows=capture_rows(baseline, tr),
+            probes=probe_rows(baseline, tr),
             next=_next(baseline, previous, tr),
             t=_labels(tr),
         )

@@ -9,7 +9,7 @@ no catalog (an error message of a bundle, a log line) is shown as it is."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from vllm_triage.i18n import N_, Catalog, Language, catalog
 from vllm_triage.models import (
@@ -95,7 +95,33 @@ LABELS: dict[str, str] = {
     "note": N_("Note"),
 }
 """The renderings' labels (terminal and markdown), in the core catalog; `{fields}` filled when
-shown. Machine values (causes, phases, rule ids, outcomes, paths) are shown as they are."""
+shown. Machine values (causes, phases, rule ids, outcomes, paths) are shown as they are, but for
+the ones below, which are words."""
+
+VERDICTS: dict[str, str] = {
+    "compatible": N_("compatible"),
+    "conditional": N_("conditional"),
+    "forward_compat_only": N_("forward compat only"),
+    "incompatible": N_("incompatible"),
+}
+ROLES: dict[str, str] = {
+    "root": N_("root"),
+    "cascade": N_("cascade"),
+    "related": N_("related"),
+    "threshold": N_("threshold"),
+    "request": N_("request"),
+    "teardown": N_("teardown"),
+}
+CERTAINTIES: dict[str, str] = {
+    "primary": N_("primary"),
+    "secondary": N_("secondary"),
+    "inferred": N_("inferred"),
+    "memory": N_("from memory"),
+}
+"""A compat verdict, a finding's role and a source's certainty (the knowledge base's): values
+that are English words, said in the reader's (English shows the value itself)."""
+# The fields of a composed sentence whose values are such words ("per a {certainty} source").
+_WORD_FIELDS: dict[str, dict[str, str]] = {"certainty": CERTAINTIES}
 
 
 class Words:
@@ -115,18 +141,36 @@ class Words:
     def yes_no(self, value: bool) -> str:
         return self.label("yes" if value else "no")
 
+    def shown(self, words: Mapping[str, str], value: str) -> str:
+        """A machine value for markdown: its word (Catalog.word), or as code where it is shown
+        as it is."""
+        said = self.tr.word(words, value)
+        return f"`{said}`" if said == value else said
+
+    def fill(self, message: str, /, **fields: object) -> str:
+        """A composed sentence translated, the values that are words said in words too."""
+        return self.tr(
+            message,
+            **{
+                name: self.tr.word(_WORD_FIELDS[name], value)
+                if name in _WORD_FIELDS and isinstance(value, str)
+                else value
+                for name, value in fields.items()
+            },
+        )
+
 
 def _composed(wording: Sequence[Said], texts: Sequence[str], words: Words) -> list[str]:
     """Each text through its wording when the wording covers them all, else by lookup."""
     if wording and len(wording) == len(texts):
-        return [item.say(words.tr) for item in wording]
+        return [item.say(words.fill) for item in wording]
     return [words.say(text) for text in texts]
 
 
 def _sentences(wording: Sequence[Said], text: str, words: Words) -> str:
     """A paragraph through its wording's sentences when it has them, else by lookup."""
     if wording:
-        return join_sentences([item.say(words.tr) for item in wording])
+        return join_sentences([item.say(words.fill) for item in wording])
     return words.say(text)
 
 
@@ -145,7 +189,7 @@ def localized_finding(finding: Finding, words: Words) -> Finding:
 
 
 def _localized_match(match: RuleMatch, words: Words) -> RuleMatch:
-    why = match.why_wording.say(words.tr) if match.why_wording else words.say(match.why)
+    why = match.why_wording.say(words.fill) if match.why_wording else words.say(match.why)
     return match.model_copy(update={"why": why})
 
 

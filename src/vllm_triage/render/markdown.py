@@ -23,25 +23,30 @@ def diagnosis_markdown(
     diagnosis: Diagnosis, explain: bool = False, language: Language = "en"
 ) -> str:
     """The diagnosis for a ticket (and the case's diagnosis.md), in `language`."""
-    from vllm_triage.render.diagnosis import Words, localized
+    from vllm_triage.render.diagnosis import ROLES, VERDICTS, Words, localized
 
     words = Words(language)
     return (
         _env()
         .get_template("diagnosis.md.j2")
-        .render(d=localized(diagnosis, language), explain=explain, t=words.label)
-    )
+        .render(
+            d=localized(diagnosis, language), explain=explain, t=words.label, word=words.tr.word,
+            shown=words.shown, verdicts=VERDICTS, roles=ROLES,
+        )
+    )  # fmt: skip
 
 
 def compat_markdown(verdict: CompatVerdict, language: Language = "en") -> str:
     """The compat verdict for a ticket, in `language`."""
-    from vllm_triage.render.diagnosis import Words, localized_compat
+    from vllm_triage.render.diagnosis import VERDICTS, Words, localized_compat
 
     words = Words(language)
     return (
         _env()
         .get_template("compat.md.j2")
-        .render(v=localized_compat(verdict, words), t=words.label)
+        .render(
+            v=localized_compat(verdict, words), t=words.label, shown=words.shown, verdicts=VERDICTS
+        )
     )
 
 

@@ -21,6 +21,8 @@ from rich.text import Text
 from vllm_triage.i18n import Catalog, Language, catalog
 from vllm_triage.record import messages as m
 from vllm_triage.record.models import DecisionRecord, Proof, RecordReview
+from vllm_triage.render.diagnosis import CERTAINTIES
+from vllm_triage.validate.reasons import REASONS as RUN_REASONS
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -38,11 +40,16 @@ class _Fields(dict[str, str]):
 
 
 def say(tr: Catalog, basis: str, fields: Mapping[str, str]) -> str:
-    """A stored judgement as a sentence in the reader's language."""
+    """A stored judgement as a sentence in the reader's language; the rung's reason it quotes
+    (a `reason` field, as the run recorded it) is said through the catalog too."""
     template = m.BASIS.get(basis)
     if template is None:
         return basis
-    return tr(template).format_map(_Fields(fields))
+    said = {
+        name: tr.composed(value, RUN_REASONS) if name == "reason" else value
+        for name, value in fields.items()
+    }
+    return tr(template).format_map(_Fields(said))
 
 
 def _text(tr: Catalog, text: str, fields: Mapping[str, str]) -> str:
@@ -236,7 +243,12 @@ def record_view(record: DecisionRecord, language: Language = "en") -> View:
             watch=_watch(tr, t),
             note=tr(t.note) if t.note else "",
             source=(
-                tr(m.SOURCE, source=t.source, as_of=t.as_of or DASH, certainty=t.certainty or DASH)
+                tr(
+                    m.SOURCE,
+                    source=t.source,
+                    as_of=t.as_of or DASH,
+                    certainty=tr.word(CERTAINTIES, t.certainty) if t.certainty else DASH,
+                )
                 if t.source
                 else ""
             ),

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from vllm_triage.i18n import Language
 from vllm_triage.models import CompatVerdict, Diagnosis, Fact, Finding, Serving
-from vllm_triage.render.diagnosis import Words, localized, localized_compat
+from vllm_triage.render.diagnosis import ROLES, VERDICTS, Words, localized, localized_compat
 
 _VERDICT_STYLE = {
     "compatible": "bold green",
@@ -49,9 +49,11 @@ def _finding_panel(finding: Finding, words: Words) -> Panel:
         header.append(f"   {finding.rule}", style="dim")
     evidence = Text()
     for item in finding.evidence:
-        where = words.label("compat_evidence") if item.file == "compat" else item.where
+        # a log line is cut short; the compat verdict's explanation is a sentence, said whole
+        compat = item.file == "compat"
+        where = words.label("compat_evidence") if compat else item.where
         evidence.append(f"  {where}: ", style="cyan")
-        evidence.append(f"{_short(item.text)}\n")
+        evidence.append(f"{item.text if compat else _short(item.text)}\n")
     advice = Text(
         f"{words.label('driver_change')}: {words.yes_no(finding.driver_change_advised)}",
         style="bold red" if finding.driver_change_advised else "bold green",
@@ -75,7 +77,8 @@ def compat_renderable(verdict: CompatVerdict, words: Words | None = None) -> Ren
     table.add_column(style="bold")
     table.add_column()
     table.add_row(
-        words.label("verdict"), Text(verdict.verdict, style=_VERDICT_STYLE[verdict.verdict])
+        words.label("verdict"),
+        Text(words.tr.word(VERDICTS, verdict.verdict), style=_VERDICT_STYLE[verdict.verdict]),
     )
     table.add_row(
         words.label("driver"),
@@ -168,11 +171,18 @@ def _requests_table(findings: list[Finding], words: Words) -> RenderableType:
         first = finding.evidence[0] if finding.evidence else None
         table.add_row(
             finding.cause if finding.cause != "no_failure" else words.label("refused_one"),
-            str(finding.count) if finding.count is not None else "",
+            _count(finding),
             finding.rule or "",
             escape(f"{first.where}: {_short(first.text)}") if first else "",
         )
     return table
+
+
+def _count(finding: Finding) -> str:
+    """A finding's count; "+" after it when it is a lower bound (as the requests' total)."""
+    if finding.count is None:
+        return ""
+    return f"{finding.count}+" if finding.count_exact is False else str(finding.count)
 
 
 def decision_renderable(diagnosis: Diagnosis, words: Words | None = None) -> RenderableType:
@@ -225,7 +235,7 @@ def diagnosis_renderable(
             first = finding.evidence[0] if finding.evidence else None
             table.add_row(
                 finding.cause,
-                finding.role,
+                words.tr.word(ROLES, finding.role),
                 finding.phase,
                 f"{finding.confidence:.2f}",
                 finding.rule or "",

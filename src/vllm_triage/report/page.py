@@ -28,11 +28,12 @@ from markupsafe import Markup
 from vllm_triage import __version__
 from vllm_triage.baseline import texts as baseline_texts
 from vllm_triage.baseline.models import BaselineComparison
+from vllm_triage.collect.reasons import REASONS as PROBE_REASONS
 from vllm_triage.fleet.models import STATUSES
 from vllm_triage.i18n import Catalog, Language, catalog
 from vllm_triage.redact import Redactor
 from vllm_triage.render.baseline import capture_rows, finding
-from vllm_triage.render.diagnosis import localized
+from vllm_triage.render.diagnosis import ROLES, VERDICTS, localized
 from vllm_triage.render.plan import plan_view
 from vllm_triage.render.record import View as RecordView
 from vllm_triage.render.record import record_view
@@ -47,6 +48,7 @@ from vllm_triage.report.gather import (
 )
 from vllm_triage.report.texts import MAKE_COMMANDS, MESSAGES, SECTIONS
 from vllm_triage.validate.models import RUNG_ORDER, RungResult, ValidationRun
+from vllm_triage.validate.reasons import REASONS as RUN_REASONS
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -150,6 +152,15 @@ class Words:
         key = f"status_{status}"
         return self.t(key) if key in MESSAGES else status
 
+    def probe_reason(self, reason: str | None) -> str | None:
+        """Why a probe found nothing, said in the page's language (collect/reasons.py)."""
+        return self.tr.composed(reason, PROBE_REASONS) if reason else reason
+
+    def rung_reason(self, reason: str | None) -> str | None:
+        """Why a rung or a start came out as it did, in the page's language
+        (validate/reasons.py); what it quotes from the server stays as the server said it."""
+        return self.tr.composed(reason, RUN_REASONS) if reason else reason
+
     def yes_no(self, value: bool | None) -> str:
         if value is None:
             return self.t("unknown")
@@ -202,6 +213,11 @@ def render_page(read: CaseRead, language: Language, made_at: datetime) -> str:
             t=words.t,
             known=words.known,
             status=words.status,
+            word=words.tr.word,
+            verdicts=VERDICTS,
+            roles=ROLES,
+            probe_reason=words.probe_reason,
+            rung_reason=words.rung_reason,
             yes_no=words.yes_no,
             read=read,
             made_at=made_at.isoformat(),

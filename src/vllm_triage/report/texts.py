@@ -132,6 +132,11 @@ MESSAGES: dict[str, str] = {
     "status_ok": N_("ok"),
     "status_timed_out": N_("timed out"),
     "status_not_available": N_("not available"),
+    # a start of the server by validate --start-cmd
+    "status_ready": N_("ready"),
+    "status_exited": N_("exited"),
+    "status_not_started": N_("not started"),
+    "status_interrupted": N_("interrupted"),
     "concurrency": N_("Concurrency ramp"),
     "ttft_chart": N_("Time to first token per concurrency step"),
     "throughput_chart": N_("Output throughput per concurrency step"),

@@ -20,6 +20,7 @@ from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.launch import LaunchArgs, parse_launch_command
 from vllm_triage.models import Artifact
+from vllm_triage.validate import reasons
 from vllm_triage.validate.client import Client
 from vllm_triage.validate.compare import COMPARE_FOLDER, compare_runs
 from vllm_triage.validate.context import (
@@ -204,8 +205,7 @@ def _climb(name: RungName, ctx: LadderContext) -> RungResult:
         return RungResult(
             name=name,
             status="failed",
-            reason=f"internal error of vllm-triage ({exc.__class__.__name__}: {detail}); "
-            "please report it with requests.jsonl",
+            reason=reasons.INTERNAL_ERROR.format(error=exc.__class__.__name__, detail=detail),
         )
 
 
@@ -242,7 +242,7 @@ def _climb_ladder(
         stop_reason = None
         if not_started is not None:
             climb.rungs.append(RungResult(name="health", status="failed", reason=not_started))
-            stop_reason = "the server did not start"
+            stop_reason = reasons.SERVER_NOT_STARTED
         try:
             for name in RUNG_ORDER:
                 if name == "multi_node" and not options.multi_node:
@@ -267,7 +267,7 @@ def _climb_ladder(
                 if progress:
                     progress(name, result)
                 if result.status not in _FINE and (not options.keep_going or name == "health"):
-                    stop_reason = f"the {name} rung failed"
+                    stop_reason = reasons.RUNG_FAILED.format(rung=name)
         except KeyboardInterrupt:
             climb.interrupted = True
         finally:
@@ -294,12 +294,13 @@ def _summary(climb: _Climb, options: ValidateOptions, records: Path) -> Validati
 def _not_ready_reason(starts: StartSummary) -> str:
     last = starts.starts[-1] if starts.starts else None
     if last is None:
-        return "the server started by --start-cmd never ran"
-    cause = f"; diagnosis: {last.diagnosis.cause}" if last.diagnosis else ""
-    return (
-        f"the server started by --start-cmd did not become ready (start {last.number}: "
-        f"{last.reason or last.outcome}{cause})"
-    )
+        return reasons.NEVER_RAN
+    why = last.reason or last.outcome
+    if last.diagnosis:
+        return reasons.NOT_READY_DIAGNOSED.format(
+            number=last.number, reason=why, cause=last.diagnosis.cause
+        )
+    return reasons.NOT_READY.format(number=last.number, reason=why)
 
 
 def _compare(

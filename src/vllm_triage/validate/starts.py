@@ -38,6 +38,7 @@ from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.launch import LaunchArgs, parse_launch_command, split_command
 from vllm_triage.redact import Redactor
+from vllm_triage.validate import reasons
 from vllm_triage.validate.client import Client, ReplyError
 from vllm_triage.validate.credentials import public_url
 from vllm_triage.validate.models import StartOutcome, StartRecord, StartSummary
@@ -340,7 +341,9 @@ class StartStability:
             os.close(read_end)
             os.close(write_end)
             sink.close()
-            record.reason = f"cannot run {display_name(self.command.argv[0])}: {exc.strerror}"
+            record.reason = reasons.CANNOT_RUN.format(
+                program=display_name(self.command.argv[0]), error=exc.strerror
+            )
             self.notice(f"start {number}: {record.reason}")
             return None
         os.close(write_end)
@@ -378,11 +381,11 @@ class StartStability:
                 code = running.proc.poll()
                 if code is not None:
                     record.exit_code = code
-                    record.reason = f"the process exited with {code} before /health answered"
+                    record.reason = reasons.EXITED_EARLY.format(code=code)
                     return "exited"
                 now = time.monotonic()
                 if now >= deadline:
-                    record.reason = f"/health did not answer 200 within {self.deadline_s:g} s"
+                    record.reason = reasons.NO_HEALTH.format(seconds=f"{self.deadline_s:g}")
                     return "timed_out"
                 with contextlib.suppress(ReplyError):
                     client.fetch("/health", min(deadline, now + _HEALTH_TIMEOUT_S))
@@ -443,7 +446,7 @@ class StartStability:
         try:
             diagnosis = diagnose(DiagnoseOptions(logs=(str(log),)), kb=self.kb)
         except TriageError as exc:
-            record.reason = f"{record.reason}; the log could not be diagnosed ({exc})"
+            record.reason = reasons.NOT_DIAGNOSED.format(reason=record.reason, error=exc)
             return
         record.diagnosis = diagnosis.primary
         record.phase_reached = diagnosis.phase_reached

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from vllm_triage.case import case_folder
+from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.runner import CommandResult, CommandRunner
 from vllm_triage.errors import InputError
@@ -138,7 +139,7 @@ class ProbeContext:
         for candidate in ("docker", "podman"):
             if shutil.which(candidate, path=self.runner.path):
                 return candidate
-        raise NotAvailable("neither docker nor podman is installed")
+        raise NotAvailable(reasons.NO_ENGINE)
 
     def json_command(self, name: str, **parameters: str) -> tuple[CommandResult, Any]:
         """Run a command that prints JSON; NotAvailable if the tool is missing, ProbeFailed
@@ -148,17 +149,17 @@ class ProbeContext:
             raise NotAvailable(result.failure())
         if not result.ok:
             raise ProbeFailed.of(result)
-        command = f"`{' '.join(result.argv)}`"
+        command = " ".join(result.argv)
         if result.truncated or result.total_bytes > _JSON_MAX_BYTES:
             raise ProbeFailed(
-                f"{command} did not print JSON of a usable size ({result.total_bytes} bytes)"
+                reasons.JSON_TOO_LARGE.format(command=command, size=result.total_bytes)
             )
         data = result.output_path.read_bytes() if result.output_path else b""
         try:
-            return result, parse_json(data, command, max_bytes=_JSON_MAX_BYTES)
+            return result, parse_json(data, f"`{command}`", max_bytes=_JSON_MAX_BYTES)
         except JsonError as exc:
-            reason = str(exc).removeprefix(f"{command}: ")
-            raise ProbeFailed(f"{command} did not print JSON ({reason})") from None
+            reason = str(exc).removeprefix(f"`{command}`: ")
+            raise ProbeFailed(reasons.NOT_JSON.format(command=command, reason=reason)) from None
 
     def output_file(self, path: str, result: CommandResult) -> CapturedFile:
         """A command's output for the bundle, with a note when its middle was left out."""

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from vllm_triage.bundle.models import ContainerFacts, Mount
+from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes.base import (
     NotAvailable,
@@ -37,7 +38,9 @@ def container_inspect(ctx: ProbeContext) -> dict[str, Any] | None:
         _, document = ctx.json_command(f"{ctx.engine()}_inspect", container=container)
         if isinstance(document, list) and document and isinstance(document[0], dict):
             return document[0]
-        raise ProbeFailed(f"{ctx.engine()} inspect {container}: no such container in its answer")
+        raise ProbeFailed(
+            reasons.NO_SUCH_CONTAINER.format(engine=ctx.engine(), container=container)
+        )
 
     return ctx.once("container_inspect", ask)
 
@@ -207,9 +210,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
         if ctx.options.container or ctx.options.image:
             raise
         if not out.files:
-            raise NotAvailable(
-                "no container engine, no Container Toolkit, no runtime config"
-            ) from None
+            raise NotAvailable(reasons.NO_CONTAINER_STACK) from None
         out.notes.append("no container engine installed")
         out.facts = ContainerFacts(
             engine="none", toolkit_version=toolkit, container_cli_version=container_cli

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from vllm_triage.bundle.models import GpuDevice, GpuFacts
+from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes.base import (
     NotAvailable,
@@ -86,9 +87,9 @@ def parse_nvidia_smi_xml(text: str, kb: KnowledgeBase) -> GpuFacts:
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
-        raise ProbeFailed(f"nvidia-smi -q -x printed XML that does not parse ({exc})") from None
+        raise ProbeFailed(reasons.XML_UNREADABLE.format(error=exc)) from None
     if root.tag != "nvidia_smi_log":
-        raise ProbeFailed(f"nvidia-smi -q -x printed <{root.tag}>, not <nvidia_smi_log>")
+        raise ProbeFailed(reasons.XML_NOT_SMI.format(tag=root.tag))
     driver = _text(root, "driver_version") or _text(root, "kmd_version")
     gpus = []
     for index, gpu in enumerate(root.findall("gpu")):
@@ -183,7 +184,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
 
     result = ctx.run("nvidia_smi_xml")
     if result.missing and module is None:
-        raise NotAvailable("nvidia-smi is not installed and /proc/driver/nvidia/version is absent")
+        raise NotAvailable(reasons.NO_NVIDIA_SMI)
     output = result.text()
     if output:
         out.files.append(ctx.output_file("gpu/nvidia-smi-q.xml", result))

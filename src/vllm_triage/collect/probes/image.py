@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from vllm_triage.bundle.models import ImageProbeFacts
+from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes.base import (
     NotAvailable,
@@ -34,19 +35,23 @@ def parse_image_probe(text: str) -> ImageProbeFacts:
                 vllm_commit=document.get("vllm_commit"),
                 nccl_package=document.get("nvidia-nccl-cu13") or document.get("nvidia-nccl-cu12"),
             )
-    raise ProbeFailed("the image probe printed no JSON line")
+    raise ProbeFailed(reasons.IMAGE_NO_JSON)
 
 
 def collect(ctx: ProbeContext) -> ProbeOutput:
     if not ctx.options.probe_image:
-        raise NotAvailable("not asked (--probe-image); the image CUDA comes from the image config")
+        raise NotAvailable(reasons.IMAGE_NOT_ASKED)
     image = ctx.options.image
     notes: list[str] = []
     if image is None:
         container = container_for(ctx, notes)
         image = container.image if container else None
     if not image:
-        raise NotAvailable("; ".join(["--probe-image needs --image or --container", *notes]))
+        raise NotAvailable(
+            reasons.IMAGE_NEEDS_NOTES.format(notes="; ".join(notes))
+            if notes
+            else reasons.IMAGE_NEEDS
+        )
     result = ctx.run(f"{ctx.engine()}_image_probe", image=image)
     if result.missing:
         raise NotAvailable(result.failure())

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_triage.bundle.models import KubernetesFacts, PodContainer, PodEvent
+from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes.base import (
     NotAvailable,
@@ -28,7 +29,7 @@ def pod_document(ctx: ProbeContext) -> dict[str, Any] | None:
     def ask() -> dict[str, Any]:
         _, document = ctx.json_command("kubectl_pod", pod=pod, namespace=ctx.options.namespace)
         if not isinstance(document, dict) or document.get("kind") != "Pod":
-            raise ProbeFailed(f"kubectl get pod {pod}: the answer is not a Pod")
+            raise ProbeFailed(reasons.NOT_A_POD.format(pod=pod))
         return document
 
     return ctx.once("pod", ask)
@@ -125,7 +126,7 @@ def parse_pod(
 
 def collect(ctx: ProbeContext) -> ProbeOutput:
     if ctx.options.pod is None:
-        raise NotAvailable("no --pod given")
+        raise NotAvailable(reasons.NO_POD)
     out = ProbeOutput()
     pod = pod_document(ctx)
     assert pod is not None

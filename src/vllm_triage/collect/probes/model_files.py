@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vllm_triage.bundle.models import ModelFilesFacts, Mount
+from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes.base import NotAvailable, Probe, ProbeContext, ProbeOutput
 from vllm_triage.collect.probes.container import container_for
@@ -144,7 +145,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
     launch = launch_args(ctx) if model is None else None
     model = model or (launch.model if launch else None)
     if not model:
-        raise NotAvailable("no --model-path and no model in a launch command")
+        raise NotAvailable(reasons.NO_MODEL)
     notes: list[str] = []
     container = container_for(ctx, notes)
     if looks_like_hub_id(model) and not ctx.host_file(model).exists():

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from vllm_triage.validate import reasons
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RequestRecord, RungResult
 
@@ -110,10 +111,18 @@ def run(ctx: LadderContext) -> RungResult:
         figures = level_figures(records, wall)
         by_level[str(level)] = figures
         if figures["error_rate"] > threshold:
+            failed = {
+                "level": level,
+                "errors": figures["errors"],
+                "requests": figures["requests"],
+                "rate": f"{figures['error_rate']:.0%}",
+                "threshold": f"{threshold:.0%}",
+                "sample": figures["error_samples"][0],
+            }
             reason = (
-                f"at {level} concurrent requests {figures['errors']} of {figures['requests']} "
-                f"failed ({figures['error_rate']:.0%} > {threshold:.0%}): {figures['error_samples'][0]}"
-                + (f"; last good level {last_good}" if last_good else "")
+                reasons.LEVEL_FAILED_AFTER.format(**failed, last_good=last_good)
+                if last_good
+                else reasons.LEVEL_FAILED.format(**failed)
             )
             return ctx.result(
                 "concurrency", "failed", reason, levels=by_level, last_good_level=last_good

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_triage.validate import wire
+from vllm_triage.validate import reasons, wire
 from vllm_triage.validate.client import ReplyError
 from vllm_triage.validate.context import LadderContext, scrape_metrics
 from vllm_triage.validate.metrics import MetricsError
@@ -17,20 +17,20 @@ def run(ctx: LadderContext) -> RungResult:
     except ReplyError as exc:
         if exc.unreachable:
             ctx.unreachable = True
-            return ctx.result("health", "failed", f"cannot reach {url}{exc}")
+            return ctx.result("health", "failed", reasons.CANNOT_REACH.format(url=url, error=exc))
         return ctx.result("health", "failed", str(exc))
     try:
         served = ctx.client.fetch_json("/v1/models", wire.ModelList, deadline).data
     except ReplyError as exc:
-        return ctx.result("health", "failed", f"no model list: {exc}")
+        return ctx.result("health", "failed", reasons.NO_MODEL_LIST.format(error=exc))
     ids = [model.id for model in served]
     if not ids:
-        return ctx.result("health", "failed", "/v1/models lists no model")
+        return ctx.result("health", "failed", reasons.NO_MODEL)
     wanted = ctx.options.model
     if wanted is not None and wanted not in ids:
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         return ctx.result(
-            "health", "failed", f"model {wanted!r} is not served here (served: {shown})"
+            "health", "failed", reasons.NOT_SERVED.format(model=repr(wanted), served=shown)
         )
     ctx.model = wanted or ids[0]
     ctx.max_model_len = next(m for m in served if m.id == ctx.model).max_model_len

@@ -7,6 +7,7 @@ import base64
 import struct
 import zlib
 
+from vllm_triage.validate import reasons
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RungResult
 
@@ -61,10 +62,10 @@ def run(ctx: LadderContext) -> RungResult:
     message = (answer.error_body or "").lower()
     if record.status_code == 400 and any(marker in message for marker in _NOT_MULTIMODAL):
         return ctx.result(
-            "image", "not_supported", f"text-only model: {answer.error_body}", **figures
+            "image", "not_supported", reasons.TEXT_ONLY.format(error=answer.error_body), **figures
         )
     if record.error:
         return ctx.result("image", "failed", record.error, **figures)
     if not (answer.content + answer.reasoning).strip():
-        return ctx.result("image", "failed", "the image request got an empty answer", **figures)
+        return ctx.result("image", "failed", reasons.IMAGE_EMPTY, **figures)
     return ctx.result("image", "passed", None, **figures)

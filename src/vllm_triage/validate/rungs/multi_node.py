@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from vllm_triage.diagnose.scan import scan_log
+from vllm_triage.validate import reasons
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RungResult
 
@@ -80,8 +81,12 @@ def run(ctx: LadderContext) -> RungResult:
             figures["note"] = "no recipe names the backend for this model; nothing to compare"
         elif actual != expected:
             problems.append(
-                f"all2all backend {actual or 'not set'} over {transport}: {ctx.recipe.name if ctx.recipe else ''} "
-                f"wants {expected} (--all2all-backend {expected})"
+                reasons.BACKEND_MISMATCH.format(
+                    actual=actual or "not set",
+                    transport=transport,
+                    recipe=ctx.recipe.name if ctx.recipe else "",
+                    expected=expected,
+                )
             )
     for log in ctx.options.logs:
         checked.append(f"log {log.name}")
@@ -91,24 +96,24 @@ def run(ctx: LadderContext) -> RungResult:
         try:
             returncode, output = _run_nccl_test(ctx.options.nccl_test, deadline)
         except subprocess.TimeoutExpired:
-            problems.append("the NCCL test did not finish before the rung's deadline")
+            problems.append(reasons.NCCL_TEST_DEADLINE)
         except OSError as exc:
-            problems.append(f"the NCCL test could not start: {exc.strerror}")
+            problems.append(reasons.NCCL_TEST_NOT_STARTED.format(error=exc.strerror))
         else:
             figures.update(nccl_test_figures(output))
             if returncode != 0:
-                problems.append(f"the NCCL test exited {returncode}")
+                problems.append(reasons.NCCL_TEST_EXITED.format(code=returncode))
             elif figures["avg_bus_bandwidth_gbps"] is None:
-                problems.append("the NCCL test printed no '# Avg bus bandwidth' line")
+                problems.append(reasons.NCCL_TEST_NO_BANDWIDTH)
             if figures.get("out_of_bounds_values"):
                 problems.append(
-                    f"the NCCL test found {figures['out_of_bounds_values']} wrong values"
+                    reasons.NCCL_TEST_WRONG_VALUES.format(count=figures["out_of_bounds_values"])
                 )
     figures["checked"] = checked
     if not checked:
         return ctx.result(
             "multi_node", "skipped",
-            "nothing to check: give --launch-cmd with --transport, --log, or --nccl-test",
+            reasons.NOTHING_TO_CHECK,
         )  # fmt: skip
     if problems:
         return ctx.result("multi_node", "failed", "; ".join(problems[:3]), **figures)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from vllm_triage.validate import wire
+from vllm_triage.validate import reasons, wire
 from vllm_triage.validate.client import ReplyError
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.metrics import MetricsSnapshot, flag, positive_int
@@ -64,7 +64,7 @@ def _turned_off_by_profile(ctx: LadderContext) -> str | None:
     if not any(f.flag == "--no-enable-prefix-caching" for f in flags):
         return None
     chosen = ctx.kb.recipe_profile(recipe, ctx.options.profile)
-    return f"prefix caching is off, as the {recipe.name} recipe's {chosen.id} profile sets it"
+    return reasons.CACHE_OFF_BY_PROFILE.format(recipe=recipe.name, profile=chosen.id)
 
 
 def _delta(
@@ -78,25 +78,17 @@ def _delta(
 
 
 def _no_hit_reasons(ctx: LadderContext, shared_tokens: int | None, block: int) -> list[str]:
-    reasons = []
+    found = []
     if shared_tokens is not None and shared_tokens < block:
-        reasons.append(
-            f"the shared prefix ({shared_tokens} tokens) is shorter than one cache block ({block})"
-        )
+        found.append(reasons.PREFIX_TOO_SHORT.format(tokens=shared_tokens, block=block))
     recipe = ctx.recipe
     flags = ctx.kb.recipe_flags(recipe, ctx.options.profile) if recipe is not None else []
     if recipe is not None and "--prefix-match-unit" in " ".join(f.why for f in flags):
         launch_other = ctx.launch.other if ctx.launch else {}
         if "--prefix-match-unit" not in launch_other:
-            reasons.append(
-                f"{recipe.name}: hybrid-model block alignment; hits need --prefix-match-unit "
-                "(e.g. 128) or shared prefixes of whole large blocks"
-            )
-    reasons.append(
-        "retention: the cached blocks were evicted between requests (KV cache full, or other "
-        "traffic); compare vllm:kv_cache_usage_perc while it runs"
-    )
-    return reasons
+            found.append(reasons.BLOCK_ALIGNMENT.format(recipe=recipe.name))
+    found.append(reasons.EVICTED)
+    return found
 
 
 def run(ctx: LadderContext) -> RungResult:
@@ -153,14 +145,14 @@ def run(ctx: LadderContext) -> RungResult:
         return ctx.result(
             "same_prefix",
             "failed",
-            f"{len(failed)} request(s) failed: {failed[0].error}",
+            reasons.REQUESTS_FAILED.format(count=len(failed), error=failed[0].error),
             **figures,
         )
     if enabled is False and (off := _turned_off_by_profile(ctx)):
         return ctx.result("same_prefix", "skipped", off, **figures)
     if enabled is False:
         result = ctx.result(
-            "same_prefix", "failed", f"prefix caching is disabled (from {source})", **figures
+            "same_prefix", "failed", reasons.CACHE_DISABLED.format(source=source), **figures
         )
         result.findings.append("start the server with --enable-prefix-caching")
         return result
@@ -168,18 +160,17 @@ def run(ctx: LadderContext) -> RungResult:
     if evidence_hits is None:
         return ctx.result(
             "same_prefix", "skipped",
-            "cannot count hits: no /metrics and no usage.prompt_tokens_details "
-            "(start the server with --enable-prompt-tokens-details)",
+            reasons.CANNOT_COUNT_HITS,
             **figures,
         )  # fmt: skip
     if evidence_hits > 0:
         return ctx.result(
             "same_prefix",
             "passed",
-            f"caching works: {evidence_hits} prompt tokens hit the cache",
+            reasons.CACHE_WORKS.format(hits=evidence_hits),
             **figures,
         )
-    reasons = _no_hit_reasons(ctx, shared_tokens, block)
+    found = _no_hit_reasons(ctx, shared_tokens, block)
     return ctx.result(
-        "same_prefix", "failed", "enabled but no hits: " + "; ".join(reasons), **figures
+        "same_prefix", "failed", reasons.NO_HITS.format(reasons="; ".join(found)), **figures
     )

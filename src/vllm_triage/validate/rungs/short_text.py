@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vllm_triage.validate import reasons
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RequestRecord, RungResult
 
@@ -44,5 +45,10 @@ def run(ctx: LadderContext) -> RungResult:
         ("streamed chat completion", streamed, streamed_answer.content + streamed_answer.reasoning),
     ):
         if problem := _problem(record, text):
-            return ctx.result("short_text", "failed", f"{kind}: {problem}", **figures)
+            return ctx.result(
+                "short_text",
+                "failed",
+                reasons.ANSWER_PROBLEM.format(kind=kind, problem=problem),
+                **figures,
+            )
     return ctx.result("short_text", "passed", None, **figures)

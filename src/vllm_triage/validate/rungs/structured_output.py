@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_triage.validate import reasons
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RungResult
 from vllm_triage.validate.structured import MAX_TOKENS, PROMPT, Mode, response_format, tally
@@ -36,7 +37,7 @@ def run(ctx: LadderContext) -> RungResult:
                 summary.requests += 1  # refused, not answered: no format to count
                 return ctx.result(
                     "structured_output", "failed",
-                    f"the server refuses response_format {mode} ({answer.error_body})",
+                    reasons.FORMAT_REFUSED.format(mode=mode, error=answer.error_body),
                     requests=summary.requests,
                 )  # fmt: skip
             errors = tally(summary, kind, record, answer, mode)
@@ -50,8 +51,9 @@ def run(ctx: LadderContext) -> RungResult:
     if summary.format_errors:
         return ctx.result(
             "structured_output", "failed",
-            f"{summary.format_errors} of {summary.requests} requests had structured-output "
-            f"format errors; first: {summary.errors[0]}",
+            reasons.STRUCTURED_FORMAT_ERRORS.format(
+                errors=summary.format_errors, requests=summary.requests, first=summary.errors[0]
+            ),
             **figures,
         )  # fmt: skip
     return ctx.result("structured_output", "passed", None, **figures)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_triage.validate import wire
+from vllm_triage.validate import reasons, wire
 from vllm_triage.validate.client import ReplyError
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RungResult
@@ -41,13 +41,13 @@ def run(ctx: LadderContext) -> RungResult:
             return ctx.result(
                 "target_context",
                 "skipped",
-                "no --target-context and /v1/models gives no max_model_len",
+                reasons.NO_TARGET,
             )
         target = ctx.max_model_len - output - _SAFETY_TOKENS
     if target < _MIN_TARGET:
         return ctx.result(
             "target_context", "skipped",
-            f"max_model_len {ctx.max_model_len} leaves no room for a long prompt",
+            reasons.NO_ROOM.format(length=ctx.max_model_len),
         )  # fmt: skip
     one_unit = len(_UNIT.format(n=100)) / CHARS_PER_TOKEN_ESTIMATE
     try:
@@ -87,11 +87,12 @@ def run(ctx: LadderContext) -> RungResult:
     }
     if record.error:
         return ctx.result(
-            "target_context", "failed", f"a {target}-token prompt: {record.error}", **figures
+            "target_context",
+            "failed",
+            reasons.LONG_PROMPT_FAILED.format(target=target, error=record.error),
+            **figures,
         )
     if not (answer.content + answer.reasoning).strip():
-        return ctx.result(
-            "target_context", "failed", "the long prompt got an empty answer", **figures
-        )
-    reason = None if unmeasured is None else f"the length is an estimate: {unmeasured}"
+        return ctx.result("target_context", "failed", reasons.LONG_PROMPT_EMPTY, **figures)
+    reason = None if unmeasured is None else reasons.LENGTH_ESTIMATED.format(why=unmeasured)
     return ctx.result("target_context", "passed", reason, **figures)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_triage.validate import reasons
 from vllm_triage.validate.client import Answer
 from vllm_triage.validate.context import LadderContext
 from vllm_triage.validate.models import RequestRecord, RungResult, ToolCallSummary
@@ -72,7 +73,7 @@ def run(ctx: LadderContext) -> RungResult:
             if record.status_code == 400 and any(m in answer.error_body for m in _PARSER_MISSING):
                 result = ctx.result(
                     "tool_calls", "failed",
-                    f"configuration: the server has no tool-call parser ({answer.error_body})",
+                    reasons.NO_TOOL_PARSER.format(error=answer.error_body),
                     requests=summary.requests,
                 )  # fmt: skip
                 result.findings.append(f"start the server with {_flags(ctx)}")
@@ -91,8 +92,9 @@ def run(ctx: LadderContext) -> RungResult:
     if summary.format_errors:
         return ctx.result(
             "tool_calls", "failed",
-            f"{summary.format_errors} of {summary.requests} requests had tool-call format errors; "
-            f"first: {summary.errors[0]}",
+            reasons.TOOL_FORMAT_ERRORS.format(
+                errors=summary.format_errors, requests=summary.requests, first=summary.errors[0]
+            ),
             **figures,
         )  # fmt: skip
     return ctx.result("tool_calls", "passed", None, **figures)
