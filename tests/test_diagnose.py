@@ -599,3 +599,20 @@ def test_fact_evidence_names_the_fact_not_a_line_0(tmp_path: Path):
         output = shown[output_format].stdout
         assert "facts.json: gpu.library_mismatch" in output, output_format
         assert "facts.json:0" not in output and "compat:0" not in output, output_format
+
+
+def test_an_image_cuda_from_the_recipe_is_the_recipes_not_a_flags() -> None:
+    """`--recipe` gives the image's CUDA: the fact says the recipe, not a command-line flag
+    (issue 20); --driver and --gpu stay flags."""
+    log = REPO / "examples" / "kimi-k3-r575" / "vllm-serve.log"
+    args = ("diagnose", str(log), "--driver", "575.57.08", "--recipe", "kimi-k3", "--gpu",
+            "NVIDIA B200")  # fmt: skip
+    result = run_cli(*args, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    sources = {fact["key"]: fact["source"] for fact in json.loads(result.stdout)["facts"]}
+    assert sources["image_cuda"] == "recipe"
+    assert (sources["driver_version"], sources["gpu"]) == ("flag", "flag")
+    text = run_cli(*args, "--explain")
+    assert text.exit_code == 0, text.stderr
+    row = next(line for line in text.stdout.splitlines() if "image_cuda" in line)
+    assert "the recipe" in row and "command-line flag" not in row

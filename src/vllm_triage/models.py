@@ -215,7 +215,7 @@ class Fact(Artifact):
 
     key: FactKey
     value: str
-    source: Literal["log", "flag", "bundle"]
+    source: Literal["log", "flag", "bundle", "recipe"]
     evidence: Evidence | None = Field(default=None, description="the log line, for a log fact")
 
 

@@ -318,10 +318,13 @@ def _bundle_fingerprint(bundle: Bundle, case: Path | None) -> InputFile:
 def _given(
     driver: str | None, cuda: ImageCuda | None, gpu: str | None, source: Literal["flag", "bundle"]
 ) -> list[Fact]:
-    """The facts a flag or a bundle gives, to be cited beside the log's own."""
+    """The facts a flag or a bundle gives, to be cited beside the log's own (an image CUDA that
+    a recipe gave is the recipe's)."""
     from vllm_triage.diagnose.logfacts import given_facts
 
-    return list(given_facts(driver, str(cuda.cuda) if cuda else None, gpu, source))
+    from_recipe = cuda is not None and cuda.how.startswith("recipe ")
+    cuda_source: Literal["recipe"] | None = "recipe" if from_recipe else None
+    return list(given_facts(driver, str(cuda.cuda) if cuda else None, gpu, source, cuda_source))
 
 
 def _diagnose(

@@ -20,7 +20,7 @@ from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
 # The CUDA the software needs, most telling first: PyTorch's own build (its wheel carries the
 # runtime that talks to the driver), then the image's CUDA, then its NVIDIA_REQUIRE_CUDA.
 _NEED_KEYS: tuple[FactKey, ...] = ("torch_cuda", "image_cuda", "image_require")
-_SOURCE_ORDER = {"flag": 0, "bundle": 1, "log": 2}
+_SOURCE_ORDER = {"flag": 0, "bundle": 1, "recipe": 2, "log": 3}
 
 
 def decode_fact(decode: str, value: str | None) -> str | None:
@@ -42,7 +42,11 @@ def _short(cuda: CudaVersion) -> str:
     return f"{cuda.major}.{cuda.minor}"
 
 
-_SOURCES = {"flag": N_("a flag"), "bundle": N_("the bundle's facts")}
+_SOURCES = {
+    "flag": N_("a flag"),
+    "bundle": N_("the bundle's facts"),
+    "recipe": N_("the recipe"),
+}
 # What the software needs, by the fact that says it: one sentence each, so that a translation
 # can put the version where its language wants it.
 _SHORTFALL = {
@@ -202,14 +206,19 @@ def min_driver(kb: KnowledgeBase, cuda: CudaVersion) -> str | None:
 
 
 def given_facts(
-    driver: str | None, cuda: str | None, gpu: str | None, source: Literal["flag", "bundle"]
+    driver: str | None,
+    cuda: str | None,
+    gpu: str | None,
+    source: Literal["flag", "bundle"],
+    cuda_source: Literal["flag", "bundle", "recipe"] | None = None,
 ) -> Sequence[Fact]:
-    """The facts a flag or a bundle gives, in the same shape as the log's."""
+    """The facts a flag or a bundle gives, in the same shape as the log's; the image's CUDA says
+    where it came from when that is not `source` (a recipe's image, not a flag)."""
     found = []
     if driver:
         found.append(Fact(key="driver_version", value=driver, source=source))
     if cuda:
-        found.append(Fact(key="image_cuda", value=cuda, source=source))
+        found.append(Fact(key="image_cuda", value=cuda, source=cuda_source or source))
     if gpu:
         found.append(Fact(key="gpu", value=gpu, source=source))
     return found

@@ -77,6 +77,7 @@ LABELS: dict[str, str] = {
     "from": N_("From"),
     "from_flag": N_("command-line flag"),
     "from_bundle": N_("bundle facts"),
+    "from_recipe": N_("the recipe"),
     "refused": N_("Refused requests"),
     "refused_one": N_("refused request"),
     "what": N_("What"),

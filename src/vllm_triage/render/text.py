@@ -114,7 +114,7 @@ def compat_renderable(verdict: CompatVerdict, words: Words | None = None) -> Ren
 def _where(fact: Fact, words: Words) -> str:
     if fact.evidence is not None:
         return f"{fact.evidence.file}:{fact.evidence.line}"
-    if fact.source in ("flag", "bundle"):
+    if fact.source in ("flag", "bundle", "recipe"):
         return words.label(f"from_{fact.source}")
     return fact.source
 
