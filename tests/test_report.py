@@ -541,3 +541,34 @@ def test_the_json_result_names_each_section(case: Path) -> None:
     assert [s["id"] for s in document["sections"]] == list(SECTIONS)
     record = document["sections"][-1]
     assert record["present"] is False and record["command"].startswith("vllm-triage record")
+
+
+def _overview_rows(page: str) -> dict[str, str]:
+    """The at-a-glance table's rows by section: the row's markup."""
+    table = _sections(page)["overview"]
+    return dict(re.findall(r'<tr>\s*<td><a href="#([a-z]+)">.*?</a></td>(.*?)</tr>', table, re.S))
+
+
+def test_at_a_glance_shows_only_needed_steps_as_missing_and_every_failed_run(
+    case: Path,
+) -> None:
+    """The runbook's upgrade path needs no fleet scan: not needed, never a red missing; a failed
+    run is never hidden behind a newer passing one (issue 20)."""
+    page, _ = _report(case, "--lang", "en")
+    rows = _overview_rows(page)
+    assert 'badge not_needed">not needed' in rows["fleet"] and "badge missing" not in rows["fleet"]
+    assert "badge missing" in rows["record"], "the upgrade path takes a record"
+    # the case's run failed (structured output); a newer one passes: both are counted
+    (run,) = [p for p in (case / "runs").iterdir() if p.is_dir()]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["passed"] is False
+    summary["passed"] = True
+    for rung in summary["rungs"]:
+        if rung["status"] == "failed":
+            rung["status"], rung["reason"] = "passed", None
+    later = case / "runs" / "20991231T000000000000Z"
+    later.mkdir()
+    (later / "summary.json").write_text(json.dumps(summary))
+    page, _ = _report(case, "--lang", "en")
+    validation = parse(_overview_rows(page)["validation"]).all_text()
+    assert "1 of 2 runs passed; the newest: passed" in validation, validation

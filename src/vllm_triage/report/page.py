@@ -47,6 +47,7 @@ from vllm_triage.report.gather import (
     RunRead,
 )
 from vllm_triage.report.texts import MAKE_COMMANDS, MESSAGES, SECTIONS
+from vllm_triage.runbook.steps import AFTER_PLAN
 from vllm_triage.validate.models import RUNG_ORDER, RungResult, ValidationRun
 from vllm_triage.validate.reasons import REASONS as RUN_REASONS
 
@@ -180,6 +181,8 @@ class Overview:
     artifacts: list[str]
     verdict: str
     command: str
+    # False: the case's path does not take this step (shown as not needed, never as missing)
+    needed: bool = True
 
 
 @dataclass
@@ -496,7 +499,7 @@ def _overview(
         Overview("baseline", words.t("baseline_title"), bool(baseline_paths), baseline_paths,
                  verdict, commands["baseline"])
     )  # fmt: skip
-    verdict = runs[-1].verdict if runs else ""
+    verdict = _runs_verdict(runs, words)
     rows.append(
         Overview("validation", words.t("validation_title"), bool(runs),
                  [r.read.path for r in runs] + [c.path for c in read.prefix_checks],
@@ -512,7 +515,42 @@ def _overview(
         Overview("record", words.t("record_title"), record is not None,
                  [record.path] if record else [], verdict, commands["record"])
     )  # fmt: skip
-    return rows
+    taken: set[str] | None = (
+        set(AFTER_PLAN.get(plan.recommended.path, ())) if plan is not None else None
+    )
+    # before a plan every step may come; after it, only the steps its path takes
+    return [
+        replace(row, needed=_needed(_STEP_OF_SECTION[row.section], taken))
+        if row.section in _STEP_OF_SECTION
+        else row
+        for row in rows
+    ]
+
+
+def _needed(step: str | None, taken: set[str] | None) -> bool:
+    return step is not None and (taken is None or step in taken)
+
+
+# The runbook step (runbook.steps.AFTER_PLAN) each section after the plan stands for; the fleet
+# scan is no step of the runbook: a tool for a rollout, never missing.
+_STEP_OF_SECTION = {
+    "baseline": "baseline_capture",
+    "validation": "validate",
+    "record": "record",
+    "fleet": None,
+}
+
+
+def _runs_verdict(runs: Sequence[RunView], words: Words) -> str:
+    """The validation at a glance: the newest run's verdict, and how many of the runs passed
+    when they do not all agree (a failed run is never hidden behind a newer passing one)."""
+    if not runs:
+        return ""
+    newest = runs[-1].verdict
+    passed = sum(run.passed is True for run in runs)
+    if len(runs) == 1 or passed == len(runs):
+        return newest
+    return words.t("runs_passed_of", passed=passed, total=len(runs), newest=newest)
 
 
 def _facts(bundle: BundleRead, words: Words) -> list[tuple[str, str]]:

@@ -40,6 +40,8 @@ MESSAGES: dict[str, str] = {
     "verdict": N_("Verdict"),
     "present": N_("present"),
     "missing": N_("missing"),
+    "not_needed": N_("not needed"),
+    "runs_passed_of": N_("{passed} of {total} runs passed; the newest: {newest}"),
     # section titles
     "evidence_title": N_("Evidence"),
     "diagnosis_title": N_("Diagnosis"),
