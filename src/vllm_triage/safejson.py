@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from vllm_triage.errors import InputError
 
@@ -60,6 +60,13 @@ def read_json_file(path: Path, what: str, *, max_bytes: int, max_depth: int = MA
 
 def read_capped(path: Path, what: str, max_bytes: int) -> bytes:
     """Up to max_bytes + 1 bytes of a regular file, never following a FIFO or a device."""
+    with open_regular(path, what) as stream:
+        return stream.read(max_bytes + 1)
+
+
+def open_regular(path: Path, what: str) -> IO[bytes]:
+    """A regular file opened for reading without blocking (a FIFO or a device is refused: opening
+    or reading one could wait forever); InputError, one line naming `what`, otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -68,13 +75,14 @@ def read_capped(path: Path, what: str, max_bytes: int) -> bytes:
         raise InputError(f"{what}: permission denied") from None
     except OSError as exc:
         raise InputError(f"{what}: cannot open ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as stream:
-        mode = os.fstat(stream.fileno()).st_mode
+    stream = os.fdopen(fd, "rb")
+    mode = os.fstat(stream.fileno()).st_mode
+    if not stat.S_ISREG(mode):
+        stream.close()
         if stat.S_ISDIR(mode):
             raise InputError(f"{what}: is a directory")
-        if not stat.S_ISREG(mode):
-            raise InputError(f"{what}: not a regular file (a FIFO, socket or device is not read)")
-        return stream.read(max_bytes + 1)
+        raise InputError(f"{what}: not a regular file (a FIFO, socket or device is not read)")
+    return stream
 
 
 def _checked(document: Any, what: str, max_depth: int) -> Any:

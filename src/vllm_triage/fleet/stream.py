@@ -10,19 +10,18 @@ parsed whole; a larger one without items is refused.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import ijson  # type: ignore[import-untyped]
 import numpy as np
 
 from vllm_triage.fleet.errors import FleetInputError
 from vllm_triage.models import InputFile
+from vllm_triage.safejson import open_regular
 
 MAX_WHOLE_DOCUMENT_BYTES = 16 * 1024**2  # one Node object is 5 to 15 KB
 # A Node object nests about 8 levels. The parser keeps a prefix string per level (its memory
@@ -77,25 +76,6 @@ class _Depth:
         running = np.cumsum(_STEP[np.frombuffer(brackets, dtype=np.uint8)]) + self.depth
         self.depth = int(running[-1])
         return max(int(running.max()), self.depth)
-
-
-def open_regular(path: Path, what: str) -> IO[bytes]:
-    """A regular file opened for reading (never a FIFO or a device, which could block)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise FleetInputError(f"{what}: no such file") from None
-    except PermissionError:
-        raise FleetInputError(f"{what}: permission denied") from None
-    except OSError as exc:
-        raise FleetInputError(f"{what}: cannot open ({exc.strerror})") from None
-    stream = os.fdopen(fd, "rb")
-    mode = os.fstat(stream.fileno()).st_mode
-    if not stat.S_ISREG(mode):
-        stream.close()
-        kind = "is a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise FleetInputError(f"{what}: {kind} (a FIFO, socket or device is not read)")
-    return stream
 
 
 class Readable(Protocol):
