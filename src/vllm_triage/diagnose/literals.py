@@ -8,40 +8,12 @@ understand ends a run, and a pattern with an alternative at its top level has no
 
 from __future__ import annotations
 
+from vllm_triage.knowledge.schema import class_end, group_end
+
 # A run shorter than this proposes too many lines to be worth searching for.
 MIN_LITERAL = 4
 _BREAKS = frozenset(".^$")
 _OPTIONAL_AFTER = frozenset("?*{")
-
-
-def _skip_class(pattern: str, start: int) -> int:
-    """The index just past the character class opening at `start` (the pattern's end if none)."""
-    i = start + 1
-    if i < len(pattern) and pattern[i] == "^":
-        i += 1
-    if i < len(pattern) and pattern[i] == "]":
-        i += 1
-    while i < len(pattern) and pattern[i] != "]":
-        i += 2 if pattern[i] == "\\" else 1
-    return i + 1
-
-
-def _skip_group(pattern: str, start: int) -> int:
-    """The index just past the group opening at `start` (the pattern's end if it never closes)."""
-    depth, i = 0, start
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            i = _skip_class(pattern, i)
-            continue
-        depth += {"(": 1, ")": -1}.get(c, 0)
-        i += 1
-        if depth == 0:
-            break
-    return i
 
 
 def required_literal(pattern: str) -> str | None:
@@ -70,10 +42,10 @@ def required_literal(pattern: str) -> str | None:
             i += 2
         elif c == "[":
             end_run()
-            i = _skip_class(pattern, i)
+            i = class_end(pattern, i)
         elif c == "(":
             end_run()
-            i = _skip_group(pattern, i)
+            i = group_end(pattern, i)
         elif c in _OPTIONAL_AFTER:
             if run:
                 run.pop()  # the atom before may be absent

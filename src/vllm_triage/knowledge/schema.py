@@ -612,8 +612,9 @@ RedactionKind = Literal["value", "name", "argument", "header", "url"]
 _QUANTIFIER = re.compile(r"\{[0-9]*(?:,[0-9]*)?\}")
 
 
-def _class_end(pattern: str, start: int) -> int:
-    """The index after the character class that opens at start."""
+def class_end(pattern: str, start: int) -> int:
+    """The index after the character class that opens at start (of a pattern Python's re
+    compiles: every class closes)."""
     index = start + 1
     if pattern.startswith("^", index):
         index += 1
@@ -624,8 +625,8 @@ def _class_end(pattern: str, start: int) -> int:
     return index + 1
 
 
-def _group_end(pattern: str, start: int) -> int:
-    """The index after the group that opens at start."""
+def group_end(pattern: str, start: int) -> int:
+    """The index after the group that opens at start (of a pattern Python's re compiles)."""
     depth, index = 0, start
     while True:
         char = pattern[index]
@@ -633,7 +634,7 @@ def _group_end(pattern: str, start: int) -> int:
             index += 2
             continue
         if char == "[":
-            index = _class_end(pattern, index)
+            index = class_end(pattern, index)
             continue
         depth += {"(": 1, ")": -1}.get(char, 0)
         index += 1
@@ -655,11 +656,11 @@ def re2_superset(pattern: str) -> str:
             out.append("\\z" if pattern.startswith("\\Z", index) else pattern[index : index + 2])
             index += 2
         elif char == "[":
-            end = _class_end(pattern, index)
+            end = class_end(pattern, index)
             out.append(pattern[index:end])
             index = end
         elif pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), index):
-            index = _group_end(pattern, index)
+            index = group_end(pattern, index)
         elif pattern.startswith(("(?>", "(?P<"), index):
             out.append("(?:")
             index = pattern.index(">", index) + 1
