@@ -47,7 +47,6 @@ from vllm_triage.bundle.models import (
 )
 from vllm_triage.case import Case, case_folder, fingerprint
 from vllm_triage.collect import reasons
-from vllm_triage.collect.api import _shielded, _stopped_by_signals
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes import PROBES, CollectOptions
 from vllm_triage.collect.probes.base import (
@@ -63,6 +62,7 @@ from vllm_triage.collect.runner import CommandRunner
 from vllm_triage.collect.writer import BundleWriter
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import STDIN, open_input
+from vllm_triage.interrupts import shielded, stopped_by_signals
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.redact import Redactor
 
@@ -114,14 +114,14 @@ def baseline_capture(
     case = Case(options.case)
     folder = case.new_baseline(options.label)
     try:
-        with _stopped_by_signals():
+        with stopped_by_signals():
             return _capture(options, case, folder, runner, kb, api_key)
     except BaseException:
-        with _shielded():
+        with shielded():
             shutil.rmtree(folder, ignore_errors=True)
         raise
     finally:
-        with _shielded():  # no raw output and no process outlives the capture
+        with shielded():  # no raw output and no process outlives the capture
             runner.cleanup()
 
 

@@ -12,16 +12,12 @@ every command's processes killed and the raw outputs removed.
 
 from __future__ import annotations
 
-import contextlib
 import platform
-import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from vllm_triage import __version__
@@ -45,6 +41,7 @@ from vllm_triage.collect.runner import CommandRunner
 from vllm_triage.collect.writer import BundleWriter, remove_partial
 from vllm_triage.errors import FileSystemError, InputError, file_system_reason
 from vllm_triage.inputs import STDIN, open_input
+from vllm_triage.interrupts import shielded, stopped_by_signals
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.models import Artifact
 from vllm_triage.redact import Redactor
@@ -59,7 +56,6 @@ STREAM_BUDGET = 96 * 1024 * 1024
 _SMALL_TEXT = 1024 * 1024
 # The bound a caller can rely on: collect returns within --timeout plus this.
 MARGIN_SECONDS = 10.0
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class CollectResult(Artifact):
@@ -162,10 +158,10 @@ def collect(
     kb = kb or load_knowledge()
     runner = runner or CommandRunner()
     try:
-        with _stopped_by_signals():
+        with stopped_by_signals():
             return _collect(options, runner, kb)
     finally:
-        with _shielded():  # a second Ctrl-C must not leave raw outputs or processes behind
+        with shielded():  # a second Ctrl-C must not leave raw outputs or processes behind
             runner.cleanup()
 
 
@@ -303,43 +299,3 @@ def _logs_status(logs: list[CapturedFile], files: dict[int, str]) -> ProbeStatus
         duration_s=0.0,
         files=[files[id(log)] for log in logs],
     )
-
-
-@contextlib.contextmanager
-def _stopped_by_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop collect as Ctrl-C does (KeyboardInterrupt), so that its cleanup
-    runs; only the main thread can take signals, elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def _shielded() -> Iterator[None]:
-    """Interrupting signals wait while the block runs, then interrupt (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-
-    def remember(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    previous = {sig: signal.signal(sig, remember) for sig in (signal.SIGINT, *_STOP_SIGNALS)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if received:
-        raise KeyboardInterrupt(signal.Signals(received[0]).name)

@@ -17,14 +17,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 from vllm_triage.errors import InputError, TriageError
 from vllm_triage.inputs import display_name
+from vllm_triage.interrupts import stopped_by_signals
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 PRINT_TIMEOUT_S = 120.0
@@ -34,7 +32,6 @@ _MAX_STDERR_BYTES = 64 * 1024
 _STDERR = "browser-stderr.txt"
 # How long the killed browser's processes may take to go (they end within milliseconds).
 _REAP_S = 5.0
-_STOPS = (signal.SIGTERM, signal.SIGHUP)
 _SCRATCH_PREFIX = "vllm-triage-report-"
 _SHORT_TMP = "/tmp"
 # A Unix socket's path holds 107 bytes; Chromium's is <TMPDIR>/org.chromium.Chromium.XXXXXX/
@@ -107,7 +104,7 @@ def _run(browser: Path, command: list[str], scratch: Path, timeout: float) -> in
     # Chromium's singleton socket, its crash reports and fontconfig's cache follow these.
     environment = {**os.environ, "HOME": str(scratch)}
     environment |= dict.fromkeys(("TMPDIR", "TMP", "TEMP"), str(scratch))
-    with (scratch / _STDERR).open("wb") as stderr, _terminated_as_interrupt():
+    with (scratch / _STDERR).open("wb") as stderr, stopped_by_signals():
         try:
             process = subprocess.Popen(
                 command,
@@ -170,25 +167,6 @@ def _group_alive(group: int) -> bool:
             if int(fields[2]) == group and fields[0] not in ("Z", "X"):
                 return True
     return False
-
-
-@contextlib.contextmanager
-def _terminated_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt while the browser runs (main thread only), so
-    that `kill` or a closed terminal cleans up as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    before = {number: signal.signal(number, interrupt) for number in _STOPS}
-    try:
-        yield
-    finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
 
 
 def _tail(path: Path) -> str:
