@@ -13,7 +13,8 @@ publishes, stated here independently of the tool:
 - r570 is a supported base branch of cuda-compat-13-0: forward_compat on a data-center GPU,
   needs_upgrade on a GeForce one (forward compatibility fails there with error 804).
 - r575 is a New Feature Branch, not a cuda-compat-13-0 base: needs_upgrade.
-- The minimum for CUDA 13.0.2 (CUDA 13.0 Update 2) is 580.95.05.
+- The floor for CUDA 13.0.2 is r580 (CUDA 13.x minor-version compatibility: NVIDIA's Table 2
+  lists >= 580); its toolkit (CUDA 13.0 Update 2) shipped with 580.95.05.
 - A node with GPUs but no GFD labels: unknown; a node without GPUs is not scanned.
 """
 
@@ -34,7 +35,8 @@ LKE = DATA / "node-labels-lke-rtx4000ada-580.95.05.json"
 
 NOW = 1_796_000_000  # 2026-11-30, the scan's "now" in the tests
 STALE_SECONDS = 400 * 86_400
-MIN_DRIVER_13_0_2 = "580.95.05"
+MIN_DRIVER_13_0_2 = "580"
+TOOLKIT_DRIVER_13_0_2 = "580.95.05"
 
 DRIVERS = {
     570: ["570.133.20", "570.172.08", "570.195.03"],

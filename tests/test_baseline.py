@@ -763,28 +763,30 @@ def test_the_plan_decides_the_driver_judgement(
     planned: Path, tmp_path: Path, kb: KnowledgeBase
 ) -> None:
     target = _target(planned)
-    minimum, release = target["minimum"], target["release"]
-    assert minimum and release and DriverVersion.parse(minimum) < DriverVersion.parse(release)
-    # the minimum met, the recommended target not: expected, and said so
-    _capture(_node(tmp_path / "at-minimum", minimum), planned, "after", kb)
+    floor, toolkit = target["min_driver"], target["toolkit_driver"]
+    release = target["recommended_driver"]
+    assert (floor, release) == ("580", "580.173.02")
+    assert DriverVersion.parse(floor) <= DriverVersion.parse(toolkit) < DriverVersion.parse(release)
+    # the floor met (the toolkit's own driver), the recommended target not: expected, said so
+    _capture(_node(tmp_path / "at-minimum", toolkit), planned, "after", kb)
     result, document = _compare(planned, "before", "after")
     assert result.exit_code == 0, _items(document, "regression")
     assert document["driver_expectation"] == "plan"
-    assert (document["driver_minimum"], document["driver_recommended"]) == (minimum, release)
+    assert (document["min_driver"], document["toolkit_driver"]) == (floor, toolkit)
+    assert document["recommended_driver"] == release
     below = _items(document, "expected")[f"driver_below_target:{release}"]
     assert "meets the minimum" in below["summary"] and release in below["summary"]
     # the recommended target itself: as planned
     _capture(_node(tmp_path / "at-target", release), planned, "after-2", kb)
     result, document = _compare(planned, "before", "after-2")
     assert result.exit_code == 0 and "driver:" in _items(document, "expected")
-    # an r580 below the minimum the image needs: a regression, though it went up
-    low = DriverVersion.parse(minimum)
-    under = f"{low.major}.{max(low.minor - 1, 0):02d}.01"
-    assert DriverVersion.parse(under) < low
+    # a driver below the floor the image needs: a regression, though it went up
+    under = "575.64.05"
+    assert DriverVersion.parse("575.57.08") < DriverVersion.parse(under)
     _capture(_node(tmp_path / "under", under), planned, "after-3", kb)
     result, document = _compare(planned, "before", "after-3")
     assert result.exit_code == 1
-    assert f"driver_minimum:{minimum}" in _items(document, "regression")
+    assert f"driver_minimum:{floor}" in _items(document, "regression")
     # --expect-driver still overrides: the recommended target asked for, the minimum node misses
     result, document = _compare(planned, "before", "after", "--expect-driver", release)
     assert result.exit_code == 1 and document["driver_expectation"] == "flag"
@@ -793,7 +795,7 @@ def test_the_plan_decides_the_driver_judgement(
 def test_an_exploratory_pair_never_replaces_the_comparison_of_the_change(
     planned: Path, tmp_path: Path, kb: KnowledgeBase
 ) -> None:
-    release = _target(planned)["release"]
+    release = _target(planned)["recommended_driver"]
     _capture(_node(tmp_path / "r580", release), planned, "after", kb)
     _capture(_node(tmp_path / "r580-again", release), planned, "after-ep", kb)
     assert _compare(planned, "before", "after")[0].exit_code == 0

@@ -487,11 +487,12 @@ def test_case_show_walks_the_runbook_over_a_case_of_every_artifact(
     plan_json = json.loads((case / "plan.json").read_text())
     target = plan_json["plan"]["target"]
     assert plan["recommended"] == "upgrade_driver" == plan_json["recommended"]["path"]
-    assert plan["driver_target"] == target["release"] and plan["driver_target_branch"] == "r580"
-    assert plan["driver_minimum"] == target["minimum"]
+    release = target["recommended_driver"]
+    assert (plan["recommended_driver"], plan["recommended_branch"]) == (release, "r580")
+    assert (plan["min_driver"], plan["toolkit_driver"]) == ("580", target["toolkit_driver"])
     assert plan["verdict"] == (
-        f"recommends Upgrade the host driver (upgrade_driver); driver target {target['release']} "
-        f"(r580), minimum {target['minimum']}"
+        f"recommends Upgrade the host driver (upgrade_driver); driver target {release} "
+        "(r580), minimum to start 580"
     )
     step = _step(case)
     assert (step["step"], step["reason"]) == ("baseline_capture", "baseline_before")
@@ -668,8 +669,8 @@ def _plan(when: str, path: str, diagnosed: str, cause: str = "oom_at_load") -> P
     return PlanEntry(
         path="plan.json", created_at=when, verdict="", history=False, recommended=path,
         recommended_name=path, cause=cause, diagnosis_created_at=diagnosed,
-        driver_target="580.173.02" if threshold else None,
-        driver_target_branch="r580" if threshold else None,
+        recommended_driver="580.173.02" if threshold else None,
+        recommended_branch="r580" if threshold else None,
         flow=None if threshold else "memory_kv",
     )  # fmt: skip
 

@@ -17,46 +17,61 @@ from vllm_triage.versions import CudaVersion, DriverVersion
 DATA = Path(__file__).parent / "data" / "image-configs"
 
 CASES = [
-    # driver, cuda, gpu, verdict, min_driver
-    ("575.57.08", "13.0", None, "incompatible", "580.65.06"),
-    ("575.57.08", "12.9", None, "compatible", "575.51.03"),
-    ("570.86.10", "12.8", None, "compatible", "570.26"),
-    ("535.183.01", "12.8", None, "conditional", "570.26"),
-    ("520.61.05", "12.0", None, "incompatible", "525.60.13"),
-    ("580.65.06", "13.0", None, "compatible", "580.65.06"),
-    ("580.65.06", "13.1", None, "conditional", "590.44.01"),
-    ("570.86.10", "13.0", "NVIDIA H100 80GB HBM3", "forward_compat_only", "580.65.06"),
-    ("570.86.10", "13.0", "NVIDIA GeForce RTX 4090", "incompatible", "580.65.06"),
-    ("570.86.10", "13.0", None, "incompatible", "580.65.06"),
-    ("595.71.05", "13.0", None, "compatible", "580.65.06"),
-    ("535.183.01", "13.4", "NVIDIA A100-SXM4-80GB", "forward_compat_only", "615.31"),
-    ("550.90.07", "13.0", "NVIDIA H100 80GB HBM3", "incompatible", "580.65.06"),
-    ("450.80.02", "11.8", None, "conditional", "520.61.05"),
+    # driver, cuda, gpu, verdict, min_driver (the floor deciding it), toolkit_driver
+    ("575.57.08", "13.0", None, "incompatible", "580", "580.65.06"),
+    ("575.57.08", "12.9", None, "compatible", "525.60.13", "575.51.03"),
+    ("570.86.10", "12.8", None, "compatible", "525.60.13", "570.26"),
+    ("535.183.01", "12.8", None, "conditional", "525.60.13", "570.26"),
+    ("520.61.05", "12.0", None, "incompatible", "525.60.13", "525.60.13"),
+    ("580.65.06", "13.0", None, "compatible", "580", "580.65.06"),
+    ("580.65.06", "13.1", None, "conditional", "580", "590.44.01"),
+    ("570.86.10", "13.0", "NVIDIA H100 80GB HBM3", "forward_compat_only", "580", "580.65.06"),
+    ("570.86.10", "13.0", "NVIDIA GeForce RTX 4090", "incompatible", "580", "580.65.06"),
+    ("570.86.10", "13.0", None, "incompatible", "580", "580.65.06"),
+    ("595.71.05", "13.0", None, "compatible", "580", "580.65.06"),
+    ("535.183.01", "13.4", "NVIDIA A100-SXM4-80GB", "forward_compat_only", "580", "615.31"),
+    ("550.90.07", "13.0", "NVIDIA H100 80GB HBM3", "incompatible", "580", "580.65.06"),
+    ("450.80.02", "11.8", None, "conditional", "450.80.02", "520.61.05"),
     # GPU Feature Discovery names (nvidia.com/gpu.product) resolve like nvidia-smi's
-    ("570.133.20", "13.0", "NVIDIA-H100-80GB-HBM3", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA-A100-SXM4-80GB", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA-H200", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "Tesla-T4", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA-H100-80GB-HBM3-SHARED", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA-GeForce-RTX-4090", "incompatible", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA-H100-80GB-HBM3", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA-A100-SXM4-80GB", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA-H200", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "Tesla-T4", "forward_compat_only", "580", "580.65.06"),
+    (
+        "570.133.20",
+        "13.0",
+        "NVIDIA-H100-80GB-HBM3-SHARED",
+        "forward_compat_only",
+        "580",
+        "580.65.06",
+    ),
+    (
+        "570.133.20",
+        "13.0",
+        "NVIDIA-A100-SXM4-40GB-MIG-1g.10gb",
+        "forward_compat_only",
+        "580",
+        "580.65.06",
+    ),
+    ("570.133.20", "13.0", "NVIDIA-GeForce-RTX-4090", "incompatible", "580", "580.65.06"),
     # data-center GPUs the table lacked, and Jetson (forward compatibility without data center)
-    ("570.133.20", "13.0", "NVIDIA H800", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA A800-SXM4-80GB", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA L20", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA A2", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "NVIDIA-A16", "forward_compat_only", "580.65.06"),
-    ("570.133.20", "13.0", "Orin (nvgpu)", "forward_compat_only", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA H800", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA A800-SXM4-80GB", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA L20", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA A2", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "NVIDIA-A16", "forward_compat_only", "580", "580.65.06"),
+    ("570.133.20", "13.0", "Orin (nvgpu)", "forward_compat_only", "580", "580.65.06"),
     # CUDA 13.0 Update 3 (installer cuda_13.0.3_580.126.20_linux.run)
-    ("580.126.20", "13.0.3", None, "compatible", "580.126.20"),
+    ("580.126.20", "13.0.3", None, "compatible", "580", "580.126.20"),
 ]
 
 
-@pytest.mark.parametrize(("driver", "cuda", "gpu", "verdict", "min_driver"), CASES)
-def test_verdicts_follow_nvidia_rules(driver, cuda, gpu, verdict, min_driver):
+@pytest.mark.parametrize(("driver", "cuda", "gpu", "verdict", "min_driver", "toolkit"), CASES)
+def test_verdicts_follow_nvidia_rules(driver, cuda, gpu, verdict, min_driver, toolkit):
     result = compat(CompatOptions(driver, cuda, gpu))
     assert result.verdict == verdict, result.explanation
     assert result.min_driver == min_driver
+    assert result.toolkit_driver == toolkit
     assert result.source.startswith("https://")
     assert result.table_rows
 
@@ -146,7 +161,10 @@ def test_cli_json_contract_and_exit_codes(tmp_path: Path):
     )
     assert payload["schema_version"] == 1
     assert payload["verdict"] == "incompatible"
-    assert payload["min_driver"] == "580.65.06"
+    assert payload["min_driver"] == "580"
+    assert payload["toolkit_driver"] == "580.65.06"
+    assert payload["recommended_driver"] == "580.173.02"
+    assert payload["recommended_branch"] == "r580"
     assert run_cli("compat", "--driver", "580.65.06", "--cuda", "13.1").exit_code == 0
     assert run_cli("compat", "--driver", "575.57.08", "--cuda", "12.9").exit_code == 0
     bad = run_cli("compat", "--driver", "575", "--cuda", "thirteen")
@@ -230,8 +248,8 @@ def test_v100_advice_never_names_a_branch_past_r580(kb):
 def test_v100_with_cuda_12_names_its_last_branch():
     result = compat(CompatOptions("470.82.01", "12.9", "Tesla V100-SXM2-16GB"))
     assert result.verdict == "incompatible" and result.cause == "driver_too_old"
-    assert result.min_branch == "r575"
-    assert "not past r580" in result.advice[0]
+    assert result.min_branch == "r525" and result.toolkit_driver == "575.51.03"
+    assert "not past r580" in result.advice[0] and "580.173.02" in result.advice[0]
 
 
 def test_pascal_follows_the_same_limits():
@@ -262,10 +280,12 @@ def test_r575_branch_type_is_carried_at_its_certainty():
 
 def test_releases_without_an_established_minimum():
     unknown = compat(CompatOptions("615.31", "13.4.2"))
-    assert unknown.verdict == "compatible" and unknown.min_driver == "615.31"
+    assert unknown.verdict == "compatible" and unknown.min_driver == "580"
+    assert unknown.toolkit_driver == "615.31"  # 13.4 GA's: a floor for Update 1
     assert any("13.4 Update 1: minimum driver not established" in r for r in unknown.table_rows)
     newest = compat(CompatOptions("580.95.05", "13.5"))
     assert newest.verdict == "conditional" and newest.min_driver == "580"
+    assert newest.toolkit_driver is None
     assert any("13.5 GA: minimum driver not established" in r for r in newest.table_rows)
 
 

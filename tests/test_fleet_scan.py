@@ -20,6 +20,7 @@ from fleetnodes import (
     MIN_DRIVER_13_0_2,
     NOW,
     RKE2,
+    TOOLKIT_DRIVER_13_0_2,
     gpu_pod,
     make_fleet,
     node_object,
@@ -92,7 +93,11 @@ def test_real_gfd_label_sets_current_deprecated_and_hosted(
     """Each real sample as `kubectl get node N -o jsonpath='{.metadata.labels}'` prints it."""
     a30 = by_name(scan(kb, nodes=RKE2))["gpu-worker-02"]
     # 535.274.02: r535 is a supported base branch of cuda-compat-13-0 and the A30 a data-center GPU.
-    assert (a30.status, a30.driver, a30.min_driver) == ("forward_compat", "535.274.02", "580.95.05")
+    assert (a30.status, a30.driver, a30.min_driver) == (
+        "forward_compat",
+        "535.274.02",
+        MIN_DRIVER_13_0_2,
+    )
     assert a30.gpu == "NVIDIA-A30" and a30.gpu_count == 1 and a30.cuda_ceiling == "12.2"
     assert "cuda-compat-13-0" in a30.reason
     # Only the deprecated nvidia.com/cuda.driver.* names: 545.23.08 (r545 is no compat base).
@@ -463,6 +468,18 @@ def test_cli_json_schema_and_the_case_artifact(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert document["schema_version"] == 1
     assert set(document["nodes"][0]) >= {"name", "status", "driver", "min_driver", "reason"}
+    # the image's three figures, the same as compat's for its CUDA (13.0.2)
+    figures = ("min_driver", "toolkit_driver", "recommended_driver", "recommended_branch")
+    assert tuple(document[name] for name in figures) == (
+        MIN_DRIVER_13_0_2,
+        TOOLKIT_DRIVER_13_0_2,
+        "580.173.02",
+        "r580",
+    )
+    verdict = json.loads(
+        run_cli("compat", "--driver", "575.57.08", "--cuda", "13.0.2", "--format", "json").stdout
+    )
+    assert tuple(verdict[name] for name in figures) == tuple(document[name] for name in figures)
     assert document["waves"][0] == ["n03"] and document["waves"][1] == ["n04", "n06", "n08"]
     saved = json.loads((case / "fleet-scan.json").read_text())
     assert saved["nodes"] == document["nodes"] and saved["waves"] == document["waves"]

@@ -409,15 +409,25 @@ def test_the_driver_target_minimum_and_long_term_release(
     result = _plan(diagnoses["k3_r575"], tmp_path, maintenance_window=True)
     target = result.plan.target
     assert target is not None
-    assert (target.image_cuda, target.installed, target.installed_branch) == (
+    assert (target.cuda, target.installed, target.installed_branch) == (
         "13.0.2",
         "575.57.08",
         "r575",
     )
-    assert (target.minimum, target.minimum_branch) == ("580.95.05", "r580")  # CUDA 13.0 Update 2
-    assert (target.branch, target.branch_type, target.release) == ("r580", "ltsb", "580.173.02")
-    assert target.eol == "2028-06" and target.release_certainty == "secondary"
-    assert target.already_met is False
+    # the floor (CUDA 13.x minor-version compatibility), the toolkit's driver, the target
+    assert (target.min_driver, target.min_branch, target.min_rule) == (
+        "580",
+        "r580",
+        "minor_version_compatibility",
+    )
+    assert (target.toolkit_driver, target.toolkit_release) == ("580.95.05", "13.0 Update 2")
+    assert (
+        target.recommended_branch,
+        target.recommended_branch_type,
+        target.recommended_driver,
+    ) == ("r580", "ltsb", "580.173.02")
+    assert target.recommended_eol == "2028-06" and target.recommended_certainty == "secondary"
+    assert target.meets_min is False and target.meets_toolkit is False
     # Past the branch's end of life, no release of it is recommended.
     late = plan(
         PlanOptions(
@@ -425,7 +435,8 @@ def test_the_driver_target_minimum_and_long_term_release(
             today=date(2029, 1, 1),
         )
     )  # fmt: skip
-    assert late.plan.target is not None and late.plan.target.release is None
+    assert late.plan.target is not None and late.plan.target.recommended_driver is None
+    assert late.plan.target.min_driver == "580"
 
 
 def test_the_change_plan_checklists(diagnoses: dict[str, Path], tmp_path: Path) -> None:
@@ -553,7 +564,12 @@ def test_json_contract_and_the_case_files(diagnoses: dict[str, Path], tmp_path: 
     )
     assert all(isinstance(a["why_not"], str) and a["why_not"] for a in document["alternatives"])
     assert isinstance(document["plan"], dict)
-    assert document["plan"]["target"]["minimum"] == "580.95.05"
+    target = document["plan"]["target"]
+    assert (target["min_driver"], target["toolkit_driver"], target["recommended_driver"]) == (
+        "580",
+        "580.95.05",
+        "580.173.02",
+    )
     assert document["constraints"]["nodes"] == ["gpu-01", "gpu-02"]
     assert document["constraints"]["exclude"] == ["gpu-09"]
     assert document["made_from"][0]["name"] == str(diagnoses["k3_r575"])
@@ -598,7 +614,7 @@ def test_a_case_from_a_collected_bundle(tmp_path: Path) -> None:
     assert "docker 27.3.1" in now["container_runtime"]
     assert "mlx5" in now["rdma"]
     assert now["rollback_package"].startswith("575.57.08 · ")
-    assert document["plan"]["target"]["minimum"] == "580.95.05"  # the image config's 13.0.2
+    assert document["plan"]["target"]["toolkit_driver"] == "580.95.05"  # the config's 13.0.2
 
 
 ENGLISH_RUN = re.compile(r"\b[A-Za-z][a-z]+(?:[ ,]+[A-Za-z][a-z]+){3,}\b")

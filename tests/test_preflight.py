@@ -97,9 +97,15 @@ def test_k3_image_on_a_replayed_r575_host_is_no_go_with_one_line(host: FakeHost)
     driver = _check(result, "driver")
     assert (driver.ok, driver.severity) == (False, "error")
     _one_line(driver.message)
-    assert "575.57.08" in driver.message and "580.95.05" in driver.message
+    assert "575.57.08" in driver.message and "needs 580 or newer" in driver.message
     assert "not a supported base branch" in driver.message  # never forward compat on r575
-    assert driver.fix and "r580" in driver.fix
+    assert driver.fix and "r580" in driver.fix and "580.173.02" in driver.fix
+    host_facts = result.host
+    assert (host_facts.min_driver, host_facts.toolkit_driver, host_facts.recommended_driver) == (
+        "580",
+        "580.95.05",
+        "580.173.02",
+    )
     assert result.host.driver == "575.57.08" and result.host.gpu_count == 8
     assert result.host.driver_from == "nvidia-smi"
     assert ["nvidia-smi", "-q", "-x"] in host.calls() and ["nvidia-smi"] in host.calls()

@@ -176,6 +176,44 @@ class CompatWording(Artifact):
     table_rows: list[Said] = Field(default_factory=list)
 
 
+class DriverRequirement(Artifact):
+    """The three driver figures of one CUDA build (knowledge/drivers.py): the floor that decides
+    whether it starts, the driver its toolkit shipped with, and the recommended target."""
+
+    cuda: str | None = Field(default=None, description="the build's CUDA (None: no figures)")
+    min_driver: str | None = Field(
+        default=None, description="the floor: below it the build cannot start (no compat package)"
+    )
+    min_branch: str | None = None
+    min_rule: Literal["minor_version_compatibility", "toolkit"] | None = Field(
+        default=None,
+        description="minor_version_compatibility: the CUDA family's floor (cuda_families.csv); "
+        "toolkit: the toolkit's own driver, where no family floor is known",
+    )
+    min_source: str | None = None
+    toolkit_driver: str | None = Field(
+        default=None,
+        description="the driver the build's toolkit update shipped with (cuda_toolkits.csv): "
+        "needed to JIT its PTX and for the newest features",
+    )
+    toolkit_release: str | None = Field(default=None, description="the table row: 13.0 Update 2")
+    toolkit_lower_bound: bool = Field(
+        default=False,
+        description="the table gives no driver for this update: the row of an earlier one, a floor",
+    )
+    toolkit_source: str | None = None
+    recommended_driver: str | None = Field(
+        default=None, description="the current release of the recommended long-term branch"
+    )
+    recommended_branch: str | None = None
+    recommended_branch_type: str | None = None
+    recommended_as_of: str | None = None
+    recommended_certainty: str | None = None
+    recommended_source: str | None = None
+    recommended_note: str | None = None
+    recommended_eol: str | None = None
+
+
 class CompatVerdict(Artifact):
     """Whether a CUDA build can run on a driver, by NVIDIA's rules, with the table rows used."""
 
@@ -186,7 +224,7 @@ class CompatVerdict(Artifact):
     driver_cuda_ceiling: str | None
     cuda: str
     gpu: str | None = None
-    min_driver: str | None
+    min_driver: str | None = Field(description="the floor that decides the verdict")
     min_branch: str | None
     rule: str
     conditions: list[str]
@@ -207,6 +245,14 @@ class CompatVerdict(Artifact):
     wording: CompatWording | None = Field(
         default=None, description="the texts' templates and values (None: as they are)"
     )
+    # Added in issue 20: the build's other two driver figures (DriverRequirement).
+    toolkit_driver: str | None = Field(
+        default=None, description="the driver the build's toolkit update shipped with"
+    )
+    recommended_driver: str | None = Field(
+        default=None, description="the current release of the recommended long-term branch"
+    )
+    recommended_branch: str | None = None
 
 
 class Fact(Artifact):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from vllm_triage.baseline.models import (
     BASELINE_FILE,
@@ -54,9 +54,13 @@ class _PlanTarget(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    minimum: str | None = None
-    release: str | None = None
-    branch: str | None = None
+    min_driver: str | None = None
+    toolkit_driver: str | None = Field(
+        default=None, validation_alias=AliasChoices("toolkit_driver", "minimum")
+    )
+    recommended_driver: str | None = Field(
+        default=None, validation_alias=AliasChoices("recommended_driver", "release")
+    )
 
 
 class _PlanChange(BaseModel):
@@ -80,6 +84,7 @@ class DriverExpectation:
 
     expected: DriverVersion | None = None
     minimum: DriverVersion | None = None
+    toolkit: DriverVersion | None = None
     recommended: DriverVersion | None = None
 
     @property
@@ -117,8 +122,9 @@ def baseline_compare(options: CompareOptions) -> BaselineComparison:
         after=_ref(after, after_path),
         expect_driver=options.expect_driver,
         driver_expectation=target.source,
-        driver_minimum=target.minimum.text if target.minimum else None,
-        driver_recommended=target.recommended.text if target.recommended else None,
+        min_driver=target.minimum.text if target.minimum else None,
+        toolkit_driver=target.toolkit.text if target.toolkit else None,
+        recommended_driver=target.recommended.text if target.recommended else None,
         thresholds=dict(THRESHOLDS),
         items=sorted(items, key=lambda i: _KIND_ORDER.index(i.kind)),
         verdict="regression" if counts["regression"] else "no_regression",
@@ -188,7 +194,11 @@ def _planned(case: Case) -> DriverExpectation:
     target = view.plan.target if view.plan else None
     if target is None:
         return DriverExpectation()
-    return DriverExpectation(minimum=_version(target.minimum), recommended=_version(target.release))
+    return DriverExpectation(
+        minimum=_version(target.min_driver),
+        toolkit=_version(target.toolkit_driver),
+        recommended=_version(target.recommended_driver),
+    )
 
 
 def _version(text: str | None) -> DriverVersion | None:

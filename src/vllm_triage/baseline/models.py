@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from vllm_triage.bundle.models import BundleFile, ProbeStatus
 from vllm_triage.models import Artifact, CaseArtifact
@@ -203,8 +203,19 @@ class BaselineComparison(CaseArtifact):
         description="what the driver was judged against: --expect-driver, the case's plan "
         "(its minimum and recommended target), or nothing (then only a lower driver regresses)",
     )
-    driver_minimum: str | None = None
-    driver_recommended: str | None = None
+    min_driver: str | None = Field(
+        default=None,
+        description="the plan's floor for the image: below it the driver is a regression",
+        validation_alias=AliasChoices("min_driver", "driver_minimum"),
+    )
+    toolkit_driver: str | None = Field(
+        default=None, description="the plan's toolkit driver for the image (reported, not judged)"
+    )
+    recommended_driver: str | None = Field(
+        default=None,
+        description="the plan's recommended target: below it, meeting the floor is expected",
+        validation_alias=AliasChoices("recommended_driver", "driver_recommended"),
+    )
     thresholds: dict[str, float] = Field(default_factory=dict)
     items: list[ComparisonItem] = Field(default_factory=list)
     verdict: Verdict

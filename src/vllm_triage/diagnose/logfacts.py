@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vllm_triage.i18n import N_
-from vllm_triage.knowledge import KnowledgeBase
+from vllm_triage.knowledge import KnowledgeBase, drivers
 from vllm_triage.models import Evidence, Fact, FactKey, Said, said
 from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
 
@@ -97,7 +97,6 @@ class Shortfall:
     need: CudaVersion
     need_fact: Fact
     min_driver: str | None
-    family_min_driver: str | None = None
 
     @property
     def too_old(self) -> bool:
@@ -121,20 +120,7 @@ class Shortfall:
                 need_at=where_said(self.need_fact),
             )
         ]
-        family = self.family_min_driver
-        if self.min_driver and family and family != self.min_driver:
-            clauses.append(
-                said(
-                    N_(
-                        "it needs driver >= {driver} (>= {family} through minor-version "
-                        "compatibility, within CUDA {major}.x)"
-                    ),
-                    driver=self.min_driver,
-                    family=family,
-                    major=self.need.major,
-                )
-            )
-        elif self.min_driver:
+        if self.min_driver:
             clauses.append(said(N_("it needs driver >= {driver}"), driver=self.min_driver))
         return clauses
 
@@ -185,24 +171,8 @@ class FactSet:
         ceiling, need = self.ceiling(), self.need()
         if ceiling is None or need is None:
             return None
-        family = kb.family(need[0].major)
-        return Shortfall(
-            ceiling[0],
-            ceiling[1],
-            need[0],
-            need[1],
-            min_driver(kb, need[0]),
-            str(family.min_linux_driver) if family else None,
-        )
-
-
-def min_driver(kb: KnowledgeBase, cuda: CudaVersion) -> str | None:
-    """The oldest driver NVIDIA lists for this CUDA release (its first update), else its family's."""
-    rows = [r for r in kb.toolkits if r.cuda_version.minor_release == cuda.minor_release]
-    if rows:
-        return str(min(rows, key=lambda r: r.cuda_version).min_linux_driver)
-    family = kb.family(cuda.major)
-    return str(family.min_linux_driver) if family else None
+        floor = drivers.floor(kb, need[0])
+        return Shortfall(ceiling[0], ceiling[1], need[0], need[1], str(floor[0]) if floor else None)
 
 
 def given_facts(

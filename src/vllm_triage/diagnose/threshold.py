@@ -13,10 +13,12 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 from vllm_triage.i18n import N_
 from vllm_triage.knowledge import KnowledgeBase
+from vllm_triage.knowledge.drivers import driver_requirement, toolkit_row
 from vllm_triage.knowledge.schema import CudaToolkit, Gpu, GpuLimit
 from vllm_triage.models import CompatVerdict, CompatWording, Said, join_sentences, said
 from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
@@ -125,22 +127,6 @@ def _ceiling_version(kb: KnowledgeBase, driver: DriverVersion) -> CudaVersion | 
     if branch and branch.cuda_ceiling and (ceiling is None or branch.cuda_ceiling > ceiling):
         return branch.cuda_ceiling
     return ceiling
-
-
-def _native_row(kb: KnowledgeBase, cuda: CudaVersion) -> CudaToolkit | None:
-    """The toolkit row of this build: the exact update when given, the release's first otherwise;
-    rows whose minimum driver is not established are passed over (an update never needs less than
-    the release before it, so the earlier row is a floor)."""
-    same_minor = [
-        r
-        for r in kb.toolkits
-        if r.cuda_version.minor_release == cuda.minor_release and r.min_linux_driver is not None
-    ]
-    if cuda.patch is not None:
-        exact = [r for r in same_minor if r.cuda_version.patch == cuda.patch]
-        if exact:
-            return exact[0]
-    return min(same_minor, key=lambda r: r.cuda_version) if same_minor else None
 
 
 def _unestablished_row(kb: KnowledgeBase, cuda: CudaVersion) -> CudaToolkit | None:
@@ -264,9 +250,40 @@ def _beyond(last: GpuLimit | None, min_driver: DriverVersion | None) -> bool:
 
 
 def _upgrade_advice(
-    cuda: CudaVersion, min_driver: DriverVersion | None, last: GpuLimit | None
+    cuda: CudaVersion,
+    min_driver: DriverVersion | None,
+    last: GpuLimit | None,
+    recommended: tuple[str, str] | None,
 ) -> Said:
-    """Upgrade to the build's minimum driver, never past the GPU's last branch."""
+    """Upgrade to the recommended target (the build's floor when none is known), never past the
+    GPU's last branch."""
+    cap = last.last_branch_number if last else None
+    if recommended is not None and cap is not None and int(recommended[1][1:]) <= cap:
+        assert last is not None
+        return said(
+            N_(
+                "Upgrade the host driver to {driver}, the current release of the long-term "
+                "branch {branch} (the build starts from {floor}), but not past {last_branch}: the "
+                "last branch for {architectures} ({table} {limit}, {certainty}); one isolated "
+                "node first, with a rollback ready."
+            ),
+            driver=recommended[0],
+            branch=recommended[1],
+            floor=str(min_driver),
+            last_branch=str(last.last_driver_branch),
+            **_limit_words(last),
+        )
+    if recommended is not None and cap is None:
+        return said(
+            N_(
+                "Upgrade the host driver to {driver}, the current release of the long-term "
+                "branch {branch} (the build starts from {floor}); one isolated node first, with a "
+                "rollback ready."
+            ),
+            driver=recommended[0],
+            branch=recommended[1],
+            floor=str(min_driver),
+        )
     if min_driver is None:
         return said(
             N_(
@@ -304,17 +321,19 @@ def check_compat(
     cuda: CudaVersion,
     gpu: str | None = None,
     require: str | None = None,
+    today: date | None = None,
 ) -> CompatVerdict:
-    """Decide whether a CUDA build runs on a driver (and GPU); name the rule and the table rows."""
+    """Decide whether a CUDA build runs on a driver (and GPU); name the rule and the table rows.
+    `min_driver` is the floor that decides it; the toolkit's driver and the recommended target
+    come with it (knowledge/drivers.py)."""
     ceiling_row = driver_cuda_ceiling(kb, driver)
     ceiling = _ceiling_version(kb, driver)
-    native = _native_row(kb, cuda)
+    native = toolkit_row(kb, cuda)
     family = kb.family(cuda.major)
     gpu_row = kb.gpu(gpu) if gpu else None
     limits = kb.gpu_limits_for(gpu_row) if gpu_row else []
-    min_driver = native.min_linux_driver if native else None
-    if min_driver is None and family:
-        min_driver = family.min_linux_driver
+    requirement = driver_requirement(kb, cuda, today)
+    min_driver = DriverVersion.parse(requirement.min_driver) if requirement.min_driver else None
     rows: list[Said] = []
     if ceiling_row:
         rows.append(
@@ -356,8 +375,11 @@ def check_compat(
         driver_cuda_ceiling=f"{ceiling.major}.{ceiling.minor}" if ceiling else None,
         cuda=str(cuda),
         gpu=gpu,
-        min_driver=str(min_driver) if min_driver else None,
-        min_branch=f"r{min_driver.major}" if min_driver else None,
+        min_driver=requirement.min_driver,
+        min_branch=requirement.min_branch,
+        toolkit_driver=requirement.toolkit_driver,
+        recommended_driver=requirement.recommended_driver,
+        recommended_branch=requirement.recommended_branch,
         gpu_model=gpu_row.name if gpu_row else None,
         compute_capability=gpu_row.compute_capability if gpu_row else None,
     )
@@ -392,6 +414,21 @@ def check_compat(
 
     if ceiling and cuda.minor_release <= ceiling.minor_release:
         conditions = [require_condition] if require_condition else []
+        toolkit = native.min_linux_driver if native else None
+        older = (
+            [
+                said(
+                    N_(
+                        "Its toolkit ({release}) shipped with driver {toolkit}; an older driver of "
+                        "the same CUDA release runs it, without that driver's fixes."
+                    ),
+                    release=native.release,
+                    toolkit=str(toolkit),
+                )
+            ]
+            if native and toolkit and driver < toolkit
+            else []
+        )
         return _verdict(
             verdict="conditional" if conditions else "compatible",
             rule="native_support",
@@ -408,7 +445,8 @@ def check_compat(
                     branch=driver.branch,
                     ceiling=_release(ceiling),
                     cuda=str(cuda),
-                )
+                ),
+                *older,
             ],
             **common,
         )
@@ -430,8 +468,11 @@ def check_compat(
                 last_branch=str(last.last_driver_branch),
                 architectures=", ".join(last.architectures),
             )
-        elif min_driver:
-            target = said(N_("Target {driver} to remove them."), driver=str(min_driver))
+        elif native and native.min_linux_driver:
+            target = said(
+                N_("Target {driver} (its toolkit's driver) or newer to remove them."),
+                driver=str(native.min_linux_driver),
+            )
         else:
             target = Said(text=N_("Target a newer driver to remove them."))
         return _verdict(
@@ -462,7 +503,12 @@ def check_compat(
     verdict = _across_majors(kb, driver, cuda, ceiling, gpu_row, gpu, rows, common)
     if verdict.verdict == "incompatible" and last and _beyond(last, min_driver):
         return _past_last_branch(verdict, gpu, gpu_row, last)
-    advice = [_upgrade_advice(cuda, min_driver, last)]
+    recommended = (
+        (requirement.recommended_driver, str(requirement.recommended_branch))
+        if requirement.recommended_driver
+        else None
+    )
+    advice = [_upgrade_advice(cuda, min_driver, last, recommended)]
     if verdict.verdict == "forward_compat_only" and _beyond(last, min_driver):
         advice = []  # the compat package is the only way on this GPU
     package = f"cuda-compat-{cuda.major}-{cuda.minor}"
@@ -527,7 +573,7 @@ def _unsupported_arch(
     advice = []
     if newest is not None:
         release = CudaVersion(newest.cuda_version.major, newest.cuda_version.minor)
-        floor = _native_row(kb, release)
+        floor = toolkit_row(kb, release)
         build: dict[str, str | int] = {
             "major": limit.last_cuda_major,
             "capability": capability,

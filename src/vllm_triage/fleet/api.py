@@ -235,12 +235,17 @@ def _scan(options: FleetScanOptions, kb: KnowledgeBase | None) -> ScannedFleet:
             f"{stale} node(s) have GPU Feature Discovery labels older than "
             f"{options.stale_after_hours:g} hours: their driver may have changed since"
         )
+    requirement = classifier.requirement
     header = FleetScan(
         image=printable_text(options.image) if options.image else None,
         image_pinned=pinned,
         cuda=str(image.cuda),
         cuda_source=printable_text(image.how),
         require=printable_text(image.require) if image.require else None,
+        min_driver=requirement.min_driver,
+        toolkit_driver=requirement.toolkit_driver,
+        recommended_driver=requirement.recommended_driver,
+        recommended_branch=requirement.recommended_branch,
         source=printable_text(source),
         nodes=[],
         waves=waves,

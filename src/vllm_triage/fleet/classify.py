@@ -11,8 +11,9 @@ from vllm_triage.errors import InputError
 from vllm_triage.fleet.labels import NodeFacts
 from vllm_triage.fleet.models import NodeRecord, NodeStatus
 from vllm_triage.knowledge import KnowledgeBase
+from vllm_triage.knowledge.drivers import driver_requirement
 from vllm_triage.knowledge.schema import gpu_name_key
-from vllm_triage.models import CompatVerdict
+from vllm_triage.models import CompatVerdict, DriverRequirement
 from vllm_triage.versions import CudaVersion, DriverVersion
 
 HOUR = 3600.0
@@ -60,7 +61,7 @@ def from_verdict(verdict: CompatVerdict, gpu_known: bool, gpu: str | None) -> Ve
         major, minor = verdict.cuda.split(".")[:2]
         reason = (
             f"{supports}: runs only with cuda-compat-{major}-{minor} (forward compatibility), "
-            f"natively from {verdict.min_driver}"
+            f"without it from driver {verdict.min_driver}"
         )
         return Verdict("forward_compat", verdict.min_driver, reason, ceiling)
     if verdict.cause == "unsupported_gpu_arch":
@@ -82,7 +83,7 @@ class Classifier:
     stale_after_hours: float
     _verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
     _gpu_keys: dict[str, tuple[str, bool]] = field(default_factory=dict)
-    _native_min: str | None = None
+    _requirement: DriverRequirement | None = None
     _shared: dict[str, str] = field(default_factory=dict)
     _ages: dict[float, float] = field(default_factory=dict)
 
@@ -118,12 +119,12 @@ class Classifier:
             self._verdicts[(driver, key)] = cached
         return cached
 
-    def native_min(self) -> str | None:
-        """The driver this image's CUDA needs natively (the same whatever the host)."""
-        if self._native_min is None:
-            floor = check_compat(self.kb, DriverVersion(100), self.cuda)
-            self._native_min = floor.min_driver or ""
-        return self._native_min or None
+    @property
+    def requirement(self) -> DriverRequirement:
+        """The image's three driver figures (the same whatever the host)."""
+        if self._requirement is None:
+            self._requirement = driver_requirement(self.kb, self.cuda)
+        return self._requirement
 
     def _from_ceiling(self, ceiling: str) -> Verdict:
         """No driver label, only the CUDA ceiling (nvidia.com/cuda.runtime-version)."""
@@ -145,7 +146,7 @@ class Classifier:
                 else:
                     cached = Verdict(
                         "needs_upgrade",
-                        self.native_min(),
+                        self.requirement.min_driver,
                         f"{base}; forward compatibility cannot be judged without the driver",
                         ceiling,
                     )

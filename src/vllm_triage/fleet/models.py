@@ -34,7 +34,9 @@ class FleetNode(Artifact):
     status: NodeStatus
     driver: str | None = None
     min_driver: str | None = Field(
-        default=None, description="the driver the image needs natively, when an upgrade helps"
+        default=None,
+        description="the floor the image needs to start (the scan's min_driver), when an upgrade "
+        "helps this node",
     )
     reason: str
     gpu: str | None = Field(default=None, description="nvidia.com/gpu.product, as labelled")
@@ -107,6 +109,14 @@ class ScanView(Protocol):
     @property
     def cuda_source(self) -> str: ...
     @property
+    def min_driver(self) -> str | None: ...
+    @property
+    def toolkit_driver(self) -> str | None: ...
+    @property
+    def recommended_driver(self) -> str | None: ...
+    @property
+    def recommended_branch(self) -> str | None: ...
+    @property
     def source(self) -> str: ...
     @property
     def nodes(self) -> Sequence[NodeView]: ...
@@ -131,6 +141,16 @@ class FleetScan(CaseArtifact):
     cuda: str = Field(description="the image's CUDA")
     cuda_source: str = Field(description="where the image's CUDA was read from")
     require: str | None = Field(default=None, description="the image's NVIDIA_REQUIRE_CUDA")
+    min_driver: str | None = Field(
+        default=None, description="the floor the image's CUDA needs to start (each node's too)"
+    )
+    toolkit_driver: str | None = Field(
+        default=None, description="the driver the image's toolkit update shipped with"
+    )
+    recommended_driver: str | None = Field(
+        default=None, description="the current release of the recommended long-term branch"
+    )
+    recommended_branch: str | None = None
     source: str = Field(description="where the nodes came from")
     nodes: list[FleetNode]
     waves: list[list[str]]

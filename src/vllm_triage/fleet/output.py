@@ -48,6 +48,22 @@ class ScannedFleet:
         return self.header.source
 
     @property
+    def min_driver(self) -> str | None:
+        return self.header.min_driver
+
+    @property
+    def toolkit_driver(self) -> str | None:
+        return self.header.toolkit_driver
+
+    @property
+    def recommended_driver(self) -> str | None:
+        return self.header.recommended_driver
+
+    @property
+    def recommended_branch(self) -> str | None:
+        return self.header.recommended_branch
+
+    @property
     def nodes(self) -> Sequence[NodeView]:
         return self.records
 

@@ -173,7 +173,7 @@ def plan(options: PlanOptions, *, kb: KnowledgeBase | None = None) -> Plan:
         notes.append(m.NOTE_NOT_THRESHOLD)
     if threshold_finding:
         notes.append(m.NOTE_THRESHOLD_NEXT)
-    if threshold and target is not None and target.already_met:
+    if threshold and target is not None and target.meets_min:
         notes.append(m.NOTE_ALREADY_MET)
     return Plan(
         recommended=recommended,

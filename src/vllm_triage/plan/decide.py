@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from vllm_triage.knowledge import KnowledgeBase
+from vllm_triage.knowledge.drivers import driver_requirement
 from vllm_triage.knowledge.schema import Recovery, RecoveryPath, RecoveryWhen
 from vllm_triage.models import FailureClass
 from vllm_triage.plan import messages as m
@@ -209,89 +210,25 @@ def forward_compat_check(
     )
 
 
-def minimum_driver(kb: KnowledgeBase, cuda: CudaVersion) -> tuple[DriverVersion, str] | None:
-    """The minimum driver of a CUDA build from the CUDA toolkit table (the exact update when the
-    build names one, the release's first otherwise), with the table's source. An update whose
-    minimum the table does not give takes the highest minimum known for its release; a release
-    missing from the table, its CUDA family's floor."""
-    same = [
-        r
-        for r in kb.toolkits
-        if r.cuda_version.minor_release == cuda.minor_release and r.min_linux_driver is not None
-    ]
-    exact = [r for r in same if cuda.patch is not None and r.cuda_version.patch == cuda.patch]
-    if exact:
-        row = exact[0]
-    elif same and cuda.patch is not None:
-        row = max(same, key=lambda r: r.cuda_version)
-    elif same:
-        row = min(same, key=lambda r: r.cuda_version)
-    else:
-        family = kb.family(cuda.major)
-        return (family.min_linux_driver, family.source) if family is not None else None
-    assert row.min_linux_driver is not None  # filtered above
-    return row.min_linux_driver, row.source
-
-
 def driver_target(
     kb: KnowledgeBase,
     cuda: CudaVersion | None,
     driver: DriverVersion | None,
     today: date | None = None,
 ) -> DriverTarget:
-    """The minimum the image's CUDA needs and the recommended target: the current release of
-    the lowest long-term branch (driver_branches.csv) that covers the image's CUDA, meets the
-    minimum and is not past its end of life (recovery.yaml's long_term_releases)."""
-    found = minimum_driver(kb, cuda) if cuda is not None else None
-    target = DriverTarget(
-        image_cuda=str(cuda) if cuda is not None else None,
-        installed=str(driver) if driver is not None else None,
-        installed_branch=driver.branch if driver is not None else None,
-    )
-    if found is None:
-        return target
-    minimum, source = found
-    month = (today or date.today()).strftime("%Y-%m")
-    releases = {release.branch: release for release in kb.recovery.long_term_releases}
-    candidates = sorted(
-        (
-            b
-            for b in kb.branches
-            if b.type == "ltsb"
-            and b.number >= minimum.major
-            and (
-                cuda is None
-                or b.cuda_ceiling is None
-                or b.cuda_ceiling.minor_release >= cuda.minor_release
-            )
-        ),
-        key=lambda b: b.number,
-    )
-    usable = [
-        b
-        for b in candidates
-        if b.branch in releases
-        and releases[b.branch].release >= minimum
-        and releases[b.branch].eol >= month
-    ]
-    update: dict[str, object] = {
-        "minimum": str(minimum),
-        "minimum_branch": minimum.branch,
-        "minimum_source": source,
-        "already_met": driver is not None and driver >= minimum,
+    """The image's three driver figures (the floor, the toolkit's driver, the recommended
+    target) against the driver installed."""
+    installed = {
+        "installed": str(driver) if driver is not None else None,
+        "installed_branch": driver.branch if driver is not None else None,
     }
-    if usable:
-        branch, release = usable[0], releases[usable[0].branch]
-        update |= {
-            "branch": branch.branch,
-            "branch_type": branch.type,
-            "release": str(release.release),
-            "release_as_of": release.as_of.isoformat(),
-            "release_certainty": release.certainty,
-            "release_source": release.source,
-            "release_note": release.note or None,
-            "eol": release.eol,
-        }
-    elif candidates:
-        update |= {"branch": candidates[0].branch, "branch_type": candidates[0].type}
-    return target.model_copy(update=update)
+    if cuda is None:
+        return DriverTarget.model_validate(installed)
+    figures = driver_requirement(kb, cuda, today).model_dump()
+    met = {
+        f"meets_{name}": driver is not None
+        and figures[f"{name}_driver"] is not None
+        and driver >= DriverVersion.parse(figures[f"{name}_driver"])
+        for name in ("min", "toolkit")
+    }
+    return DriverTarget.model_validate(figures | installed | met)

@@ -8,11 +8,11 @@ fields filled in), so that a renderer shows it in the reader's language with one
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from vllm_triage.models import Artifact, CaseArtifact, FailureClass, Phase
+from vllm_triage.models import Artifact, CaseArtifact, DriverRequirement, FailureClass, Phase
 
 PathId = Literal[
     "upgrade_driver", "isolated_env", "custom_build", "forward_compat", "no_driver_change"
@@ -62,27 +62,47 @@ class BaselineEntry(Artifact):
     now: str | None = None
 
 
-class DriverTarget(Artifact):
-    """The driver the change goes to: the minimum the image's CUDA needs (CUDA toolkit table) and
-    the recommended target (the current release of a long-term branch)."""
+class DriverTarget(DriverRequirement):
+    """The driver the change goes to: the image's three figures (knowledge/drivers.py) against
+    the driver installed."""
 
-    image_cuda: str | None = None
     installed: str | None = None
     installed_branch: str | None = None
-    minimum: str | None = Field(default=None, description="from cuda_toolkits.csv")
-    minimum_branch: str | None = None
-    minimum_source: str | None = None
-    branch: str | None = Field(default=None, description="the long-term branch recommended")
-    branch_type: str | None = None
-    release: str | None = Field(default=None, description="that branch's current release")
-    release_as_of: str | None = None
-    release_certainty: str | None = None
-    release_source: str | None = None
-    release_note: str | None = None
-    eol: str | None = None
-    already_met: bool = Field(
-        default=False, description="the installed driver already meets the minimum"
+    meets_min: bool = Field(
+        default=False, description="the installed driver already meets the floor (min_driver)"
     )
+    meets_toolkit: bool = Field(
+        default=False, description="the installed driver already meets the toolkit's driver"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """Read a plan written before issue 20, whose `minimum` was the toolkit's driver and
+        whose `release` the recommended one."""
+        if not isinstance(data, dict) or not _OLD_TARGET.keys() & data.keys():
+            return data
+        return {
+            _OLD_TARGET.get(key, key): value
+            for key, value in data.items()
+            if key != "minimum_branch"
+        }
+
+
+_OLD_TARGET = {
+    "image_cuda": "cuda",
+    "minimum": "toolkit_driver",
+    "minimum_source": "toolkit_source",
+    "already_met": "meets_toolkit",
+    "branch": "recommended_branch",
+    "branch_type": "recommended_branch_type",
+    "release": "recommended_driver",
+    "release_as_of": "recommended_as_of",
+    "release_certainty": "recommended_certainty",
+    "release_source": "recommended_source",
+    "release_note": "recommended_note",
+    "eol": "recommended_eol",
+}
 
 
 class ForwardCompatCheck(Artifact):

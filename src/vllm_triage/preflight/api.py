@@ -18,6 +18,7 @@ from pathlib import Path
 
 from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
+from vllm_triage.knowledge.drivers import driver_requirement
 from vllm_triage.knowledge.schema import Recipe, RecipeProfile
 from vllm_triage.launch import LaunchArgs, parse_launch_command, split_command
 from vllm_triage.preflight import checks
@@ -264,6 +265,7 @@ def preflight(options: PreflightOptions, *, kb: KnowledgeBase | None = None) -> 
             if all2all is not None:
                 found.append(all2all)
 
+    requirement = driver_requirement(kb, image.cuda) if image.cuda else None
     host = HostFacts(
         driver=driver,
         driver_from=driver_from,
@@ -277,6 +279,10 @@ def preflight(options: PreflightOptions, *, kb: KnowledgeBase | None = None) -> 
         image_pinned=image.pinned,
         image_cuda=str(image.cuda) if image.cuda else None,
         image_cuda_from=image.cuda_from,
+        min_driver=requirement.min_driver if requirement else None,
+        toolkit_driver=requirement.toolkit_driver if requirement else None,
+        recommended_driver=requirement.recommended_driver if requirement else None,
+        recommended_branch=requirement.recommended_branch if requirement else None,
         recipe=plan.recipe.id if plan.recipe else None,
         profile=plan.profile.id if plan.profile else None,
         container_user=f"{user.text} ({user_from})" if user else None,

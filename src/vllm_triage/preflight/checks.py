@@ -95,8 +95,15 @@ def driver_check(
         return failed(
             "driver",
             f"{verdict.explanation} Condition: {condition} [{where}]",
-            f"Upgrade to {verdict.min_driver} or newer to remove the condition."
-            if verdict.min_driver
+            f"Upgrade to {verdict.toolkit_driver} (the image's toolkit driver) or newer to "
+            "remove the condition"
+            + (
+                f"; the recommended target is {verdict.recommended_driver} "
+                f"({verdict.recommended_branch})."
+                if verdict.recommended_driver
+                else "."
+            )
+            if verdict.toolkit_driver
             else None,
             severity="warning",
         )
@@ -108,7 +115,7 @@ def driver_check(
             f"Make sure the container loads {package} (CUDA base images carry it under "
             "/usr/local/cuda/compat; the NVIDIA Container Toolkit's enable-cuda-compat hook or "
             "LD_LIBRARY_PATH puts it first), or upgrade the driver to "
-            f"{verdict.min_driver or 'a newer branch'}.",
+            f"{verdict.recommended_driver or verdict.min_driver or 'a newer branch'}.",
             severity="warning",
         )
     return failed(

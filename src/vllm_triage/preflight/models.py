@@ -46,6 +46,16 @@ class HostFacts(Artifact):
     )
     image_cuda: str | None = None
     image_cuda_from: str | None = None
+    min_driver: str | None = Field(
+        default=None, description="the floor the image's CUDA needs to start (knowledge/drivers.py)"
+    )
+    toolkit_driver: str | None = Field(
+        default=None, description="the driver the image's toolkit update shipped with"
+    )
+    recommended_driver: str | None = Field(
+        default=None, description="the current release of the recommended long-term branch"
+    )
+    recommended_branch: str | None = None
     recipe: str | None = None
     profile: str | None = None
     container_user: str | None = None

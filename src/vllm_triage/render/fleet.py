@@ -106,6 +106,19 @@ def _wave_lines(scan: ScanView) -> list[str]:
     return lines
 
 
+def _figures(scan: ScanView) -> str:
+    """The image's three driver figures: `min driver` in the tables is the first."""
+    recommended = (
+        f"{scan.recommended_driver} ({scan.recommended_branch})"
+        if scan.recommended_driver
+        else (scan.recommended_branch or "not established")
+    )
+    return (
+        f"min driver {scan.min_driver or 'not established'} (to start) · toolkit's driver "
+        f"{scan.toolkit_driver or 'not established'} · recommended {recommended}"
+    )
+
+
 def fleet_scan_renderable(scan: ScanView) -> RenderableType:
     """The scan for a terminal."""
     head = Table.grid(padding=(0, 1))
@@ -115,6 +128,7 @@ def fleet_scan_renderable(scan: ScanView) -> RenderableType:
     head.add_row("image", f"{image}CUDA {scan.cuda}, {scan.cuda_source}")
     if scan.image_pinned:
         head.add_row("pinned", scan.image_pinned)
+    head.add_row("drivers", _figures(scan))
     head.add_row("nodes", scan.source)
     head.add_row("status", _counts(scan))
     parts: list[RenderableType] = [head]
@@ -173,6 +187,8 @@ def fleet_scan_markdown(scan: ScanView) -> str:
         f"## vllm-triage fleet scan: {image}(CUDA {scan.cuda})",
         "",
         f"Image: {_cell(scan.cuda_source)}.{pinned} Nodes: {_cell(scan.source)}.",
+        "",
+        f"Drivers: {_cell(_figures(scan))}.",
         "",
         " · ".join(f"**{status}** {scan.counts.get(status, 0):,}" for status in STATUSES),
         "",

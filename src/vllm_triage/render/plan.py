@@ -18,7 +18,7 @@ from rich.text import Text
 
 from vllm_triage.i18n import Catalog, Language, catalog
 from vllm_triage.plan import messages as m
-from vllm_triage.plan.models import Plan
+from vllm_triage.plan.models import DriverTarget, Plan
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -148,31 +148,61 @@ def plan_view(plan: Plan, language: Language = "en") -> View:
     return view
 
 
+def _figures(target: DriverTarget, tr: Catalog) -> list[tuple[str, str]]:
+    """The image's three driver figures, each named for what it decides."""
+    rows: list[tuple[str, str]] = []
+    if target.min_driver and target.cuda:
+        family = target.min_rule == "minor_version_compatibility"
+        rows.append(
+            (
+                tr(m.MINIMUM),
+                tr(
+                    m.MINIMUM_FAMILY,
+                    driver=target.min_driver,
+                    branch=target.min_branch,
+                    major=target.cuda.split(".")[0],
+                )
+                if family
+                else f"{target.min_driver} ({target.min_branch})",
+            )
+        )
+    if target.toolkit_driver:
+        line = m.TOOLKIT_FLOOR if target.toolkit_lower_bound else m.TOOLKIT_LINE
+        rows.append(
+            (tr(m.TOOLKIT), tr(line, driver=target.toolkit_driver, release=target.toolkit_release))
+        )
+    if target.recommended_driver and target.recommended_branch:
+        line = tr(
+            m.TARGET_LINE,
+            release=target.recommended_driver,
+            branch=target.recommended_branch,
+            eol=target.recommended_eol,
+        )
+        rows.append((tr(m.TARGET), line))
+        if target.recommended_as_of:
+            sure = target.recommended_certainty or "?"
+            date = tr(
+                m.AS_OF, date=target.recommended_as_of, certainty=_word(tr, m.CERTAINTY, sure)
+            )
+            rows.append(("", date))
+        if target.recommended_note:
+            rows.append(("", tr(target.recommended_note)))
+    elif target.recommended_branch:
+        rows.append((tr(m.TARGET), tr(m.TARGET_BRANCH_ONLY, branch=target.recommended_branch)))
+    return rows
+
+
 def _facts(plan: Plan, tr: Catalog) -> list[tuple[str, list[tuple[str, str]]]]:
     """The driver target and the forward-compatibility check, as labelled rows."""
     blocks: list[tuple[str, list[tuple[str, str]]]] = []
     target = plan.plan.target
     if target is not None:
         rows: list[tuple[str, str]] = []
-        if target.image_cuda:
-            rows.append((tr(m.IMAGE_CUDA), target.image_cuda))
+        if target.cuda:
+            rows.append((tr(m.IMAGE_CUDA), target.cuda))
         if target.installed:
             rows.append((tr(m.INSTALLED), f"{target.installed} ({target.installed_branch})"))
-        if target.minimum:
-            rows.append((tr(m.MINIMUM), f"{target.minimum} ({target.minimum_branch})"))
-        if target.release and target.branch:
-            line = tr(m.TARGET_LINE, release=target.release, branch=target.branch, eol=target.eol)
-            rows.append((tr(m.TARGET), line))
-            if target.release_as_of:
-                sure = target.release_certainty or "?"
-                date = tr(
-                    m.AS_OF, date=target.release_as_of, certainty=_word(tr, m.CERTAINTY, sure)
-                )
-                rows.append(("", date))
-            if target.release_note:
-                rows.append(("", tr(target.release_note)))
-        elif target.branch:
-            rows.append((tr(m.TARGET), tr(m.TARGET_BRANCH_ONLY, branch=target.branch)))
+        rows += _figures(target, tr)
         if rows:
             blocks.append((tr(m.DRIVER_TARGET), rows))
     fc = plan.plan.forward_compat

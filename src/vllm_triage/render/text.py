@@ -100,6 +100,17 @@ def compat_renderable(verdict: CompatVerdict, words: Words | None = None) -> Ren
     if verdict.cause:
         table.add_row(words.label("cause"), verdict.cause)
     table.add_row(words.label("min_driver"), verdict.min_driver or words.label("not_established"))
+    if verdict.toolkit_driver:
+        table.add_row(words.label("toolkit_driver"), verdict.toolkit_driver)
+    if verdict.recommended_driver:
+        table.add_row(
+            words.label("recommended_driver"),
+            words.label(
+                "recommended_value",
+                driver=verdict.recommended_driver,
+                branch=verdict.recommended_branch or "?",
+            ),
+        )
     table.add_row(words.label("rule"), verdict.rule)
     table.add_row(words.label("source"), verdict.source)
     parts: list[RenderableType] = [table, Text(verdict.explanation)]

@@ -89,13 +89,16 @@ class PlanEntry(Artifact):
     diagnosis_created_at: str | None = Field(
         default=None, description="when the diagnosis it follows was made"
     )
-    driver_target: str | None = Field(
+    min_driver: str | None = Field(
+        default=None, description="the floor the image's CUDA needs to start"
+    )
+    toolkit_driver: str | None = Field(
+        default=None, description="the driver the image's toolkit update shipped with"
+    )
+    recommended_driver: str | None = Field(
         default=None, description="the recommended release (current release of a long-term branch)"
     )
-    driver_target_branch: str | None = None
-    driver_minimum: str | None = Field(
-        default=None, description="the minimum the image's CUDA needs"
-    )
+    recommended_branch: str | None = None
     flow: str | None = Field(
         default=None, description="the flow of a diagnosis that is no threshold"
     )

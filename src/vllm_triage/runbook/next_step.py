@@ -275,7 +275,7 @@ class _Walk:
         newest = later[-1]
         plan = self.plan
         # r580: any release of the branch
-        target = (plan.driver_target_branch or plan.driver_target) if plan else None
+        target = (plan.recommended_branch or plan.recommended_driver) if plan else None
         fields = {
             "before": shlex.quote(before.label),
             "after": shlex.quote(newest.label),

@@ -246,9 +246,10 @@ def _plan_entry(case: Case, path: Path, plan: Plan, history: bool) -> CaseEntry:
         alternatives=[a.path for a in plan.alternatives],
         cause=plan.diagnosis.cause,
         diagnosis_created_at=plan.diagnosis.created_at,
-        driver_target=target.release if target else None,
-        driver_target_branch=target.branch if target else None,
-        driver_minimum=target.minimum if target else None,
+        min_driver=target.min_driver if target else None,
+        toolkit_driver=target.toolkit_driver if target else None,
+        recommended_driver=target.recommended_driver if target else None,
+        recommended_branch=target.recommended_branch if target else None,
         flow=plan.plan.flow.id if plan.plan.flow else None,
     )
 

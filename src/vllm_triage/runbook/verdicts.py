@@ -70,11 +70,11 @@ def _diagnosis(entry: DiagnosisEntry, tr: Catalog) -> str:
 
 def _plan(entry: PlanEntry, tr: Catalog) -> str:
     text = tr("recommends {name} ({path})", name=tr(entry.recommended_name), path=entry.recommended)
-    if entry.driver_target or entry.driver_minimum:
+    if entry.recommended_driver or entry.min_driver:
         text += "; " + tr(
-            "driver target {target}, minimum {minimum}",
+            "driver target {target}, minimum to start {minimum}",
             target=_target(entry),
-            minimum=entry.driver_minimum or "?",
+            minimum=entry.min_driver or "?",
         )
     if entry.flow:
         text += "; " + tr("flow {flow}", flow=entry.flow)
@@ -82,9 +82,9 @@ def _plan(entry: PlanEntry, tr: Catalog) -> str:
 
 
 def _target(entry: PlanEntry) -> str:
-    if entry.driver_target and entry.driver_target_branch:
-        return f"{entry.driver_target} ({entry.driver_target_branch})"
-    return entry.driver_target or "?"
+    if entry.recommended_driver and entry.recommended_branch:
+        return f"{entry.recommended_driver} ({entry.recommended_branch})"
+    return entry.recommended_driver or "?"
 
 
 def _baseline(entry: BaselineCaptureEntry, tr: Catalog) -> str:
