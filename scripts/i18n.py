@@ -8,7 +8,8 @@ folder (`tr(...)` and `N_(...)` calls), the core domain's from the rest of the c
 merged into the ko/ja .po files (a translator fills them; the tests fail until they do) and the .mo
 files the tool reads are compiled from them. Then it lists the translations that break the
 glossary (src/vllm_triage/i18n/glossary.yaml: the runbooks' term for each concept, one rendering
-each) or lean on a Korean particle fallback such as 을(를); tests/test_glossary.py fails on them.
+each), lean on a Korean particle fallback such as 을(를), or glue a Korean particle whose form
+depends on the sound before it to a {field} ({bundle}을); tests/test_glossary.py fails on them.
 
 Run: .venv/bin/python scripts/i18n.py [DOMAIN ...]   (every domain when none is named)
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from babel.messages.catalog import Catalog
+from babel.messages.catalog import Catalog, Message
 from babel.messages.extract import extract_from_dir
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
@@ -52,6 +53,15 @@ _MACHINE = re.compile(
 # 을(를), 이(가), 은(는), 과(와), (으)로... A message is phrased so that it needs none.
 PARTICLE_FALLBACK = re.compile(
     r"\((?:을|를|이|가|은|는|과|와|으|으로|로|이나|나|이라|라|이며|며|아|야)\)"
+)
+# A particle whose form depends on how the word before it ends, written right after a {field}:
+# the value (a version, a path, a name) decides 을/를, 이/가, 은/는, 과/와, 으로/로... when read
+# aloud, so one form is wrong for some values. See placeholder_particle_problems for the rule.
+PLACEHOLDER_PARTICLE = re.compile(
+    r"\{[^{}]*\}"  # the field
+    r"(?:\([^()]*\))?"  # and a parenthesis right after it: "{driver}(CUDA {ceiling})는"
+    r"[`'\"\u2019\u201d>\]]*"  # and what closes a span it ends: "`--cuda {cuda}`로", "<{tag}>"
+    r"(?:을|를|이|입|였|가(?!지|량)|은|는|과|와|으로|로|나|라|란|며|랑|야|아|여)"
 )
 
 
@@ -168,15 +178,52 @@ def glossary_problems(language: str, catalog: Catalog, terms: list[Term]) -> lis
     return problems
 
 
+def _strings(message: Message) -> list[str]:
+    """A message's translations: one, or one per plural form."""
+    said = message.string if isinstance(message.string, (list, tuple)) else [message.string]
+    return [text for text in said if isinstance(text, str) and text]
+
+
+def placeholder_particle_problems(catalog: Catalog) -> list[str]:
+    """Korean translations that glue a sound-dependent particle to a {field}: "{bundle}을",
+    "{driver}가", "{cause}로". Which form is right depends on how the value ends when read aloud
+    (12.8 and 550 end in a consonant, 12.4 and 535 in a vowel), which a translation cannot know:
+    a message puts a noun after the value ("드라이버 {driver} 버전이", "{path} 파일을"), uses a
+    colon ("필요한 드라이버: {driver}") or is reordered.
+
+    The rule: right after the field's closing brace, with no space, these begin a finding: 을 를
+    이 가 은 는 과 와 으로 로 (이)나 (이)라 (이)란 (이)며 (이)랑 야 아 여, and 였 (the copula's
+    past after a vowel; 이었 after a consonant). Every word that begins with the syllable 이
+    counts (이, 이나, 이라, 이며, 이고, 이다, 이었다), and so does 입 (입니다): the copula may be
+    written after any sound, but after a vowel it is usually shortened (12.4다, 12.4였다), and a
+    bare value as the predicate reads better with a noun ("약 {estimate} 토큰입니다") or a colon.
+    Not findings: 인, 일 and 임 (never shortened; 일 is also the day counter, "{days}일 후"), 가지
+    and 가량 (counters), and the particles with one form after any sound: 의 에 에서 에게 도 만
+    까지 부터 보다 처럼. A space ends the check ("{x} 이상", "{x} 로그" are other words). The
+    field also decides after a parenthesis right after it ("{driver}(CUDA {ceiling})는") and
+    after a code span, quote or tag that it ends ("`--cuda {cuda}`로", "<{tag}>입니다"); after a
+    noun with the field in parentheses ("최소 버전({subject})보다", "원인({cause})으로") the noun
+    decides, which is fine."""
+    return [
+        f"particle glued to a field ({found.group(0)!r}) in {text!r}"
+        for message in catalog
+        if message.id
+        for text in _strings(message)
+        for found in PLACEHOLDER_PARTICLE.finditer(text)
+    ]
+
+
 def particle_problems(catalog: Catalog) -> list[str]:
     """Korean translations that write a particle both ways (을(를)) instead of being phrased to
-    need one form only."""
+    need one form only, or glue a sound-dependent particle to a {field} (the rule:
+    placeholder_particle_problems)."""
     return [
-        f"particle fallback in {message.string!r}"
+        f"particle fallback in {text!r}"
         for message in catalog
-        if message.id and isinstance(message.string, str)
-        if PARTICLE_FALLBACK.search(message.string)
-    ]
+        if message.id
+        for text in _strings(message)
+        if PARTICLE_FALLBACK.search(text)
+    ] + placeholder_particle_problems(catalog)
 
 
 def build(domains: Iterable[str]) -> list[str]:

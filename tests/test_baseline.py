@@ -26,13 +26,14 @@ from vllm_triage.baseline import CaptureOptions, CompareOptions, baseline_captur
 from vllm_triage.baseline import capture as capture_module
 from vllm_triage.baseline.compare import ENDPOINT_SLOWER_FACTOR, ENDPOINT_SLOWER_MIN_S
 from vllm_triage.baseline.endpoint import short_request
-from vllm_triage.baseline.models import BASELINE_FILE, Baseline, BaselineComparison
+from vllm_triage.baseline.models import Baseline, BaselineComparison
 from vllm_triage.baseline.parsers import (
     devices_from_ports,
     nccl_transport,
     nccl_transport_from_log,
     parse_ibstat,
 )
+from vllm_triage.case import BASELINE_FILE
 from vllm_triage.collect.probes.communication import parse_ibv_devinfo
 from vllm_triage.errors import InputError
 from vllm_triage.knowledge import KnowledgeBase

@@ -4,7 +4,8 @@ concept the tool names the runbooks' Korean and Japanese term, and the catalogs 
 Checked here: every term says where it comes from (a runbook line that has the rendering, or who
 chose it); every ko/ja translation of a message whose English names a term uses the glossary's
 rendering and none of the variants it lists as wrong; Korean is phrased so that no particle is
-written both ways (을(를)); a message id has one translation whatever domain holds it; and what
+written both ways (을(를)) and none whose form depends on the sound before it follows a {field}
+({bundle}을); a message id has one translation whatever domain holds it; and what
 the tool shows from its machine values (a verdict, a role, a certainty, a probe's status) and the
 reasons its artifacts keep in English (a probe's, a rung's) come out in the reader's language,
 on the report page and on the terminal."""
@@ -104,6 +105,36 @@ def test_the_check_finds_a_wrong_rendering_and_a_particle_fallback() -> None:
     korean = PoCatalog(locale="ko")
     korean.add("the bundle {bundle} is newer", "번들 {bundle}이(가) 더 새롭습니다")
     assert i18n_build.particle_problems(korean)
+    # A particle whose form depends on the value's last sound, glued to the value: found.
+    for glued in (
+        "번들 {bundle}을 읽을 수 없습니다",
+        "드라이버 >= {driver}가 필요합니다",
+        "{cause}로 실패했습니다",
+        "{before}와 {after} 사이",
+        "재평가일은 {date}입니다",
+        "이전에는 {before}였습니다",
+        "드라이버 {driver}(CUDA {ceiling})는 지원하지 않습니다",
+        "`vllm-triage compat --cuda {cuda}`로 확인하십시오",
+    ):
+        korean = PoCatalog(locale="ko")
+        korean.add("a message", glued)
+        assert i18n_build.particle_problems(korean), glued
+    # A noun, a colon, a space or a particle of one form after the value: fine.
+    korean = PoCatalog(locale="ko")
+    for number, fine in enumerate(
+        (
+            "번들 {bundle} 파일을 읽을 수 없습니다",
+            "필요한 드라이버: {driver}",
+            "{driver} 이상의 드라이버가 필요합니다",
+            "진단된 원인({cause})으로 실패했습니다",
+            "계획의 최소 버전({subject})보다 낮습니다",
+            "{run}의 {number}번째 시작, {date}({days}일 후)에 재평가",
+            "{gpu}에서 {ceiling}까지 지원, {count}가지 방법",
+            "요구 조건이 cuda>={cuda}인 이미지",
+        )
+    ):
+        korean.add(f"message {number}", fine)
+    assert not i18n_build.particle_problems(korean)
 
 
 # --- the catalogs ------------------------------------------------------------------------------
@@ -119,7 +150,8 @@ def test_each_term_has_one_rendering_the_glossarys(domain: str, language: str) -
 
 @pytest.mark.parametrize("domain", list(DOMAINS))
 def test_korean_writes_no_particle_both_ways(domain: str) -> None:
-    """을(를), 이(가), 은(는), 과(와), (으)로...: each message is phrased to need one form."""
+    """을(를), 이(가), 은(는), 과(와), (으)로...: each message is phrased to need one form, and
+    none glues such a particle to a {field} (scripts/i18n.py, placeholder_particle_problems)."""
     problems = i18n_build.particle_problems(_po(domain, "ko"))
     assert not problems, f"{domain}:\n" + "\n".join(problems)
 

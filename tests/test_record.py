@@ -57,7 +57,7 @@ from vllm_triage.record.judge import Asked, RunRead, tool_calls_correct, widenin
 from vllm_triage.record.registry import RegistryError, list_tags, matching
 from vllm_triage.render.record import record_markdown, review_markdown
 from vllm_triage.validate.compare import compare_runs
-from vllm_triage.validate.models import StartRecord, StartSummary, ValidationRun
+from vllm_triage.validate.models import RunNode, StartRecord, StartSummary, ValidationRun
 
 RUN = "runs/20261201T104500000000Z"
 SUMMARY = f"{RUN}/summary.json"
@@ -107,6 +107,11 @@ def _by_id(items: list[dict[str, Any]], key: str = "id") -> dict[str, dict[str, 
 
 def _real_run() -> ValidationRun:
     return ValidationRun.model_validate_json((REAL_RUN / "summary.json").read_text())
+
+
+def _case_run(case: Path) -> ValidationRun:
+    """The case's run: the recorded real run as `validate --node gpu-node-17` wrote it."""
+    return ValidationRun.model_validate_json((case / SUMMARY).read_text())
 
 
 def _add_run(case: Path, stamp: str, run: ValidationRun) -> str:
@@ -173,6 +178,19 @@ def test_the_record_of_a_whole_case(case: Path) -> None:
     constraints = made.reason.constraints
     assert constraints.maintenance_window is True and constraints.cluster_can_change is True
     assert constraints.deadline_hours == 48 and constraints.can_maintain_build is False
+    # what it was validated on: the plan's node, the driver of its newest baseline, the floor
+    on = made.validated_on
+    assert on is not None and on.tied and on.run == RUN
+    assert (on.node, on.driver, on.baseline, on.min_driver) == (
+        "gpu-node-17",
+        "580.105.08",
+        "after",
+        "580",
+    )
+    assert on.gpus == 8 and on.image is None
+    shown = (case / "record.md").read_text()
+    assert "node gpu-node-17, driver 580.105.08 (baseline after)" in shown
+    assert "image not named (vllm-triage validate --image REF)" in shown
     # verified scope: each part with the run and the figures that prove it
     scope = {item.id: item for item in made.verified}
     assert scope["model_load"].status == "verified"
@@ -274,7 +292,7 @@ def test_the_record_is_saved_and_an_earlier_one_kept(case: Path) -> None:
 def test_starts_and_the_second_endpoint_are_the_records_figures(
     case: Path, kb: KnowledgeBase
 ) -> None:
-    run = _real_run()
+    run = _case_run(case)
     # the recorded run, as a run made after the diagnosis with two timed starts and replayed
     # against a second endpoint (validate's own comparison of the run with itself)
     later = run.model_copy(
@@ -305,7 +323,7 @@ def test_starts_and_the_second_endpoint_are_the_records_figures(
 
 
 def test_a_start_that_fails_again_is_the_failure_recurring(case: Path, kb: KnowledgeBase) -> None:
-    run = _real_run().model_copy(
+    run = _case_run(case).model_copy(
         update={"created_at": _later(case), "starts": _starts(1, "driver_too_old")}
     )
     _add_run(case, "20261201T150000000000Z", run)
@@ -318,10 +336,67 @@ def test_a_start_that_fails_again_is_the_failure_recurring(case: Path, kb: Knowl
 
 
 def test_one_timed_start_is_not_repeated(case: Path, kb: KnowledgeBase) -> None:
-    _add_run(case, "20261201T150000000000Z", _real_run().model_copy(update={"starts": _starts(1)}))
+    run = _case_run(case).model_copy(update={"starts": _starts(1)})
+    _add_run(case, "20261201T150000000000Z", run)
     made = record(RecordOptions(case=case), kb=kb)
     init = next(w for w in made.widening if w.check == "engine_init_repeated")
     assert init.status == "unknown" and init.basis == "init_once"
+
+
+def _node_bound(made: DecisionRecord) -> dict[str | None, Any]:
+    bound = ("engine_init_repeated", "requests_succeed")
+    found = {w.check: w for w in made.widening if w.check in bound}
+    assert set(found) == set(bound)
+    return found
+
+
+def test_a_run_counts_only_on_the_plans_node_with_a_driver_at_the_floor(
+    case: Path, kb: KnowledgeBase
+) -> None:
+    """The plan's node is gpu-node-17 (upgrade_driver: evidence_on plan_nodes, the image's floor
+    r580). The case's one run, passing with two ready starts, tied five ways."""
+    run = _case_run(case).model_copy(update={"starts": _starts(2)})
+    assert (run.node.name, run.node.driver, run.node.baseline) == (
+        "gpu-node-17",
+        "580.105.08",
+        "after",
+    )
+    cases = {
+        None: run.node,
+        "run_node_unknown": RunNode(),
+        "run_other_node": RunNode(name="vm", named_by="starts"),
+        "run_driver_unknown": RunNode(name="gpu-node-17", named_by="flag"),
+        "run_driver_below_floor": run.node.model_copy(update={"driver": "575.57.08"}),
+    }
+    tr = catalog("en")
+    for basis, node in cases.items():
+        (case / SUMMARY).write_text(run.model_copy(update={"node": node}).model_dump_json())
+        made = record(RecordOptions(case=case), kb=kb)
+        for check, judged in _node_bound(made).items():
+            if basis is None:
+                assert judged.status == "met", (check, judged)
+                continue
+            assert (judged.status, judged.basis) == ("unknown", basis), (check, judged)
+            assert judged.fields["nodes"] == "gpu-node-17" and judged.fields["run"] == RUN
+            said = tr(m.BASIS[basis], **judged.fields)
+            assert "{" not in said
+            if basis != "run_driver_below_floor":
+                assert "vllm-triage validate --node" in said or "baseline capture" in said
+            else:
+                assert "575.57.08" in said and "580" in said
+
+
+def test_the_isolated_environment_counts_any_node_at_the_floor(
+    case: Path, kb: KnowledgeBase
+) -> None:
+    """isolated_env (evidence_on any_node): the isolated node is apart from the shared cluster,
+    so a node the plan does not name counts, when its driver meets the image's floor."""
+    run = _case_run(case).model_copy(update={"starts": _starts(2)})
+    for driver, status in (("580.105.08", "met"), ("575.57.08", "unknown")):
+        node = run.node.model_copy(update={"name": "iso-1", "driver": driver})
+        (case / SUMMARY).write_text(run.model_copy(update={"node": node}).model_dump_json())
+        made = record(RecordOptions(case=case, adopted="isolated_env"), kb=kb)
+        assert _node_bound(made)["engine_init_repeated"].status == status, driver
 
 
 def test_another_path_than_the_plans_is_recorded_with_the_plans_reason_against_it(

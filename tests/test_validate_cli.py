@@ -10,6 +10,9 @@ from urllib.parse import quote
 import pytest
 from cli import Result, run_cli
 from fakeserver import FakeServer
+from test_baseline import _capture, _node
+
+from vllm_triage.knowledge import KnowledgeBase
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -155,3 +158,43 @@ def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path: Path
     written = _written(tmp_path, *outputs)
     leaked = sorted(form for form in forbidden if form in written)
     assert leaked == [], leaked
+
+
+@pytest.mark.slow
+def test_node_ties_the_run_to_the_newest_baseline_of_that_node(
+    tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    """`--node` names where the server runs; the case's baseline of that node gives the driver
+    and GPUs there. A node the case has no baseline of is named, its driver unknown."""
+    case = tmp_path / "case"
+    _capture(_node(tmp_path / "r580", "580.105.08"), case, "after", kb)
+    image = "vllm/vllm-openai:v0.11.0"
+    with FakeServer() as server:
+        tied = _cli(
+            server.url, "--case", str(case), "--node", "GPU-NODE-17.dc1", "--image", image,
+            "--max-concurrency", "2", "--format", "json",
+        )  # fmt: skip
+        other = _cli(
+            server.url, "--case", str(case), "--node", "gpu-node-99", "--max-concurrency", "2",
+            "--format", "markdown",
+        )  # fmt: skip
+    assert tied.exit_code == 0, tied.stderr
+    summary = json.loads(tied.stdout)
+    node = summary["node"]
+    assert (node["name"], node["named_by"], node["baseline"]) == (
+        "GPU-NODE-17.dc1",
+        "flag",
+        "after",
+    )
+    assert (node["driver"], node["gpus"]) == ("580.105.08", 8) and node["gpu_model"]
+    assert summary["image"] == image
+    assert other.exit_code == 0, other.stderr
+    assert "node gpu-node-99: driver unknown" in other.stdout
+
+
+def test_a_node_or_image_name_that_is_no_name_exits_2(tmp_path: Path) -> None:
+    for flag, value in (("--node", "gpu 17"), ("--node", "x" * 300), ("--image", "a\tb")):
+        result = _cli("http://127.0.0.1:9", "--case", str(tmp_path), flag, value)
+        assert result.exit_code == 2, (flag, result.stderr)
+        assert result.stderr.strip().count("\n") == 0 and flag in result.stderr
+        assert "Traceback" not in result.stderr

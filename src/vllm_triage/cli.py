@@ -1024,6 +1024,14 @@ def preflight_command(
     help="Per start: the most seconds until /health answers.",
 )
 @click.option(
+    "--node",
+    metavar="NAME",
+    help="The node the server runs on, as the case's baselines name it: the run is tied to the "
+    "driver and GPUs of the newest baseline of that node (default: the host that ran "
+    "--start-cmd). The record counts a run as evidence for a node only when tied.",
+)
+@click.option("--image", metavar="REF", help="The image the server runs, for the record.")
+@click.option(
     "--compare-endpoint",
     metavar="URL",
     help="A second endpoint (e.g. the isolated environment against the upgraded node): "
@@ -1054,6 +1062,8 @@ def validate(
     start_cmd: str | None,
     starts: int | None,
     start_deadline: float,
+    node: str | None,
+    image: str | None,
     compare_endpoint: str | None,
     compare_api_key_env: str | None,
     output_format: OutputFormat,
@@ -1091,6 +1101,8 @@ def validate(
         start_deadline_s=start_deadline,
         compare_url=compare_endpoint,
         compare_api_key_env=compare_api_key_env,
+        node=node,
+        image=image,
     )
     show = output_format is OutputFormat.text
     err = _console(stderr=True)

@@ -255,13 +255,16 @@ class CompatVerdict(Artifact):
     recommended_branch: str | None = None
 
 
+FactSource = Literal["flag", "bundle", "log", "recipe"]
+
+
 class Fact(Artifact):
     """A version or name the inputs state (a driver version, the CUDA PyTorch was built with),
     with where it was read: a log line, a command-line flag or a bundle's facts."""
 
     key: FactKey
     value: str
-    source: Literal["log", "flag", "bundle", "recipe"]
+    source: FactSource
     evidence: Evidence | None = Field(default=None, description="the log line, for a log fact")
 
 
@@ -310,6 +313,40 @@ class RuleMatch(Artifact):
     why_wording: Said | None = Field(default=None, description="`why`'s template and values")
 
 
+class HostFact(Artifact):
+    """One fact of the node, with where it was read and what other sources said of it."""
+
+    value: str
+    source: FactSource
+    where: str | None = Field(
+        default=None, description="the log line (file:line) or the bundle it was read from"
+    )
+    others: dict[str, str] = Field(
+        default_factory=dict, description="a different value another source gave, by source"
+    )
+
+
+class HostView(Artifact):
+    """The node as the case knows it, each fact resolved once (diagnose/host.py): a flag first,
+    then the bundle, then the recipe, then the log. Later steps read it from diagnosis.json; a
+    fact none of them holds is None (unknown), never asked for again."""
+
+    bundle: str | None = Field(default=None, description="the bundle read, when there was one")
+    node: HostFact | None = None
+    driver: HostFact | None = None
+    driver_cuda: HostFact | None = Field(default=None, description="the driver's CUDA ceiling")
+    gpu: HostFact | None = None
+    gpu_count: HostFact | None = None
+    image_cuda: HostFact | None = None
+    kernel: HostFact | None = None
+    container_runtime: HostFact | None = None
+    nccl: HostFact | None = None
+    rdma: HostFact | None = None
+    ecc_uncorrected: HostFact | None = Field(
+        default=None, description="volatile uncorrectable ECC errors over all GPUs"
+    )
+
+
 class Diagnosis(CaseArtifact):
     """The answer of `diagnose`: a primary finding, secondary findings, the compat verdict."""
 
@@ -335,4 +372,7 @@ class Diagnosis(CaseArtifact):
     notes_wording: list[Said] = Field(
         default_factory=list,
         description="the notes' templates and values, one per note (empty: as they are)",
+    )
+    host: HostView = Field(
+        default_factory=HostView, description="the node's facts, each once, with its source"
     )

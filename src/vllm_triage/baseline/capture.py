@@ -26,7 +26,6 @@ import httpx
 from vllm_triage.baseline import parsers
 from vllm_triage.baseline.endpoint import DEFAULT_DEADLINE_S, short_request
 from vllm_triage.baseline.models import (
-    BASELINE_FILE,
     RAW_FOLDER,
     Baseline,
     Communication,
@@ -45,7 +44,7 @@ from vllm_triage.bundle.models import (
     ProbeState,
     ProbeStatus,
 )
-from vllm_triage.case import Case, case_folder, fingerprint
+from vllm_triage.case import BASELINE_FILE, Case, case_folder, fingerprint
 from vllm_triage.collect import reasons
 from vllm_triage.collect.captured import CapturedFile
 from vllm_triage.collect.probes import PROBES, CollectOptions

@@ -18,7 +18,6 @@ from pathlib import Path
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from vllm_triage.baseline.models import (
-    BASELINE_FILE,
     Baseline,
     BaselineComparison,
     BaselineRef,
@@ -28,7 +27,15 @@ from vllm_triage.baseline.models import (
 )
 from vllm_triage.baseline.parsers import port_active
 from vllm_triage.baseline.texts import FINDINGS
-from vllm_triage.case import BASELINES, Case, CaseError, case_folder, fingerprint, read_artifact
+from vllm_triage.case import (
+    BASELINE_FILE,
+    BASELINES,
+    Case,
+    CaseError,
+    case_folder,
+    fingerprint,
+    read_artifact,
+)
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name
 from vllm_triage.versions import DriverVersion, VersionError

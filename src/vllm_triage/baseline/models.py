@@ -13,7 +13,6 @@ from pydantic import AliasChoices, Field
 from vllm_triage.bundle.models import BundleFile, ProbeStatus
 from vllm_triage.models import Artifact, CaseArtifact
 
-BASELINE_FILE = "baseline.json"
 RAW_FOLDER = "raw"
 
 

@@ -228,13 +228,17 @@ def diagnose(options: DiagnoseOptions, *, kb: KnowledgeBase | None = None) -> Di
     given_cuda = (options.image_cuda, options.image_config, options.image)
     made_from: list[InputFile] = []
     if bundle is None:
+        from vllm_triage.diagnose.host import host_view
+
         cuda = resolve_image_cuda(kb, *given_cuda, chosen)
         scans = _scan_given(options.logs, kb, notes, made_from, alone=True)
         stated = _given(options.driver, cuda, options.gpu, "flag")
         result = _diagnose(kb, scans, options.driver, cuda, options.gpu, chosen, given=stated)
+        result = result.model_copy(update={"host": host_view(result.facts)})
         return _noted(result, notes).stamped(made_from)
     from vllm_triage.bundle.read import open_bundle
     from vllm_triage.diagnose.facts import fact_findings
+    from vllm_triage.diagnose.host import host_view
 
     with open_bundle(bundle) as opened:
         found_driver, found_cuda, found_gpu, found_recipe, found_notes = _bundle_inputs(kb, opened)
@@ -258,6 +262,8 @@ def diagnose(options: DiagnoseOptions, *, kb: KnowledgeBase | None = None) -> Di
             kb, scans, options.driver or found_driver, cuda, options.gpu or found_gpu, chosen,
             fact_findings(kb, opened.facts), stated,
         )  # fmt: skip
+        host = host_view(result.facts, opened.facts, _bundle_name(opened, options.case))
+        result = result.model_copy(update={"host": host})
     if not scans:
         notes.append(
             said(N_("no log could be read: the diagnosis rests on the bundle's facts alone"))
@@ -298,14 +304,22 @@ def _case_bundle(case: Path | None) -> Path:
     return newest
 
 
+def _bundle_name(bundle: Bundle, case: Path | None) -> str:
+    """The bundle's name, relative to the case when it is in the case."""
+    from vllm_triage.case import Case
+
+    source = bundle.source
+    return Case(case).relative(source) if case is not None else display_name(source)
+
+
 def _bundle_fingerprint(bundle: Bundle, case: Path | None) -> InputFile:
     """The bundle as an input: its archive, or for a folder its manifest (which holds the sha256
     of every file in it); named relative to the case when it is in the case."""
     from vllm_triage.bundle.layout import MANIFEST
-    from vllm_triage.case import Case, fingerprint
+    from vllm_triage.case import fingerprint
 
     source = bundle.source
-    shown = Case(case).relative(source) if case is not None else display_name(source)
+    shown = _bundle_name(bundle, case)
     if source.is_dir():
         with bundle.open(PurePosixPath(MANIFEST)) as stream:
             reader = Fingerprint(stream)

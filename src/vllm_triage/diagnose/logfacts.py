@@ -23,6 +23,11 @@ _NEED_KEYS: tuple[FactKey, ...] = ("torch_cuda", "image_cuda", "image_require")
 _SOURCE_ORDER = {"flag": 0, "bundle": 1, "recipe": 2, "log": 3}
 
 
+def source_rank(source: str) -> int:
+    """Which source of a fact wins: a flag, then the bundle, then the recipe, then the log."""
+    return _SOURCE_ORDER.get(source, len(_SOURCE_ORDER))
+
+
 def decode_fact(decode: str, value: str | None) -> str | None:
     """A fact's text as read (cuda_api: 12080 is 12.8; cu_tag: 124 is 12.4); None if unreadable."""
     if value is None or not value.strip():
@@ -133,7 +138,7 @@ class FactSet:
     """The facts of one diagnosis: flags first, then the bundle's, then the log's own."""
 
     def __init__(self, facts: Iterable[Fact]):
-        ordered = sorted(facts, key=lambda f: _SOURCE_ORDER.get(f.source, 9))
+        ordered = sorted(facts, key=lambda f: source_rank(f.source))
         seen: set[tuple[str, str]] = set()
         self.facts = []
         for fact in ordered:

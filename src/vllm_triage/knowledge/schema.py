@@ -999,6 +999,21 @@ class RecoveryPath(Row, frozen=True, kw_only=True):
     risks: Annotated[
         list[Text], msgspec.Meta(description="what can go wrong on this path, for the approvers")
     ] = msgspec.field(default_factory=list)
+    evidence_on: Annotated[
+        Literal["plan_nodes", "any_node"],
+        msgspec.Meta(
+            description="where a validation run counts for the record: on one of the plan's "
+            "target nodes (the change happens there), or on any node (an isolated environment "
+            "apart from the shared cluster)"
+        ),
+    ] = "any_node"
+    evidence_meets_floor: Annotated[
+        bool,
+        msgspec.Meta(
+            description="the run's driver must meet the image's floor (min_driver): the path "
+            "runs the planned image on the node's own driver"
+        ),
+    ] = False
 
 
 class LongTermRelease(Row, frozen=True, kw_only=True):

@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from vllm_triage.case import Case, case_folder, fingerprint, read_artifact
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.knowledge.schema import Recovery
-from vllm_triage.models import Diagnosis, InputFile
+from vllm_triage.models import Diagnosis, HostFact, HostView, InputFile
 from vllm_triage.plan import messages as m
 from vllm_triage.plan.decide import (
     Situation,
@@ -44,9 +44,6 @@ from vllm_triage.plan.models import (
     SequenceStep,
 )
 from vllm_triage.versions import CudaVersion, DriverVersion, VersionError
-
-if TYPE_CHECKING:
-    from vllm_triage.bundle.models import BundleFacts
 
 _Version = TypeVar("_Version", CudaVersion, DriverVersion)
 
@@ -102,7 +99,7 @@ class _Evidence:
     gpu_count: int | None = None
     node: str | None = None
     bundle: str | None = None
-    facts: BundleFacts | None = None
+    host: HostView = field(default_factory=HostView)
     notes: list[str] = field(default_factory=list)
 
 
@@ -114,7 +111,7 @@ def plan(options: PlanOptions, *, kb: KnowledgeBase | None = None) -> Plan:
     nodes, exclude = _node_lists(options.nodes, options.exclude)
     deadline = _deadline(options.deadline_hours)
     diagnosis, source, made_from = _read_diagnosis(options)
-    evidence = _evidence(options, diagnosis, made_from)
+    evidence = _evidence(options, diagnosis)
     recovery = kb.recovery
     threshold = is_threshold(recovery, diagnosis.primary.cause)
     # a driver threshold beside the cause (a GPU the build cannot run on is none: no driver helps)
@@ -251,64 +248,52 @@ def _read_diagnosis(options: PlanOptions) -> tuple[Diagnosis, str, list[InputFil
     return diagnosis, name, [fingerprint(case.diagnosis_path, name)]
 
 
-def _evidence(options: PlanOptions, diagnosis: Diagnosis, made_from: list[InputFile]) -> _Evidence:
-    """Driver, GPU and image CUDA: given on the command line, else as the diagnosis used them,
-    else from the case's newest bundle (read only for the case's own diagnosis)."""
-    found = _Evidence()
-    if options.diagnosis is None:
-        _read_bundle(Case(options.case), found, made_from)
-    facts = found.facts
+def _evidence(options: PlanOptions, diagnosis: Diagnosis) -> _Evidence:
+    """Driver, GPU and image CUDA: given on the command line, else the diagnosis' host view (the
+    facts diagnose resolved once from its flags, the bundle, the recipe and the log)."""
+    host = diagnosis.host
     compat = diagnosis.compat
-    # what the diagnosis was told or read (diagnose --driver/--gpu, its log), even when it had
-    # no image CUDA to make a verdict with
-    stated = {fact.key: fact.value for fact in reversed(diagnosis.facts)}
-    case_driver = [
-        ("diagnosis", compat.driver if compat else stated.get("driver_version")),
-        ("bundle", facts.gpu.driver_version if facts and facts.gpu else None),
-        ("bundle", facts.kubernetes.gfd_driver_version if facts and facts.kubernetes else None),
-    ]
-    case_gpu = [
-        ("diagnosis", compat.gpu if compat else stated.get("gpu")),
-        ("bundle", facts.gpu.gpus[0].name if facts and facts.gpu and facts.gpu.gpus else None),
-        ("bundle", facts.kubernetes.gpu_product if facts and facts.kubernetes else None),
-    ]
-    case_cuda = [
-        ("diagnosis", compat.cuda if compat else stated.get("image_cuda")),
-        ("bundle", facts.container.image_cuda if facts and facts.container else None),
-        ("bundle", facts.image.torch_cuda if facts and facts.image else None),
-    ]
-    known_driver = _first_version(DriverVersion.parse, case_driver)
+    found = _Evidence(host=host, bundle=host.bundle)
+    known_driver = _first_version(
+        DriverVersion.parse,
+        [("diagnosis", compat.driver if compat else None), _said(host.driver)],
+    )
     if options.driver is not None:
         found.driver, found.driver_from = DriverVersion.parse(options.driver), "given"
         if known_driver is not None and known_driver[0] != found.driver:
             found.notes.append(m.NOTE_GIVEN_OVER_CASE)
     elif known_driver is not None:
         found.driver, found.driver_from = known_driver
-    known_gpu = next(((where, gpu) for where, gpu in case_gpu if gpu), None)
+        if host.driver is not None and host.driver.others.get("bundle"):
+            found.notes.append(m.NOTE_BUNDLE_DRIVER_DIFFERS)
+    known_gpu = (compat.gpu if compat else None) or (host.gpu.value if host.gpu else None)
     if options.gpu is not None:
         found.gpu, found.gpu_from = options.gpu.strip() or None, "given"
-        if known_gpu is not None and known_gpu[1] != found.gpu and options.driver is None:
+        if known_gpu and known_gpu != found.gpu and options.driver is None:
             found.notes.append(m.NOTE_GIVEN_OVER_CASE)
-    elif known_gpu is not None:
-        found.gpu_from, found.gpu = known_gpu
-    cuda = _first_version(CudaVersion.parse, case_cuda)
+    elif known_gpu:
+        found.gpu, found.gpu_from = known_gpu, _source(host.gpu)
+    cuda = _first_version(
+        CudaVersion.parse, [("diagnosis", compat.cuda if compat else None), _said(host.image_cuda)]
+    )
     if cuda is not None:
         found.cuda, found.cuda_from = cuda
-    bundle_driver = _first_version(DriverVersion.parse, case_driver[1:])
-    if compat is not None and bundle_driver is not None and options.driver is None:
-        diagnosed = _first_version(DriverVersion.parse, case_driver[:1])
-        if diagnosed is not None and diagnosed[0] != bundle_driver[0]:
-            found.notes.append(m.NOTE_BUNDLE_DRIVER_DIFFERS)
-    if facts is not None:
-        if facts.gpu and facts.gpu.gpus:
-            found.gpu_count = len(facts.gpu.gpus)
-        elif facts.kubernetes and facts.kubernetes.gpu_count is not None:
-            found.gpu_count = facts.kubernetes.gpu_count
-        if facts.host is not None:
-            found.node = facts.host.node_name
-        elif facts.kubernetes is not None:
-            found.node = facts.kubernetes.node
+    if host.gpu_count is not None:
+        found.gpu_count = int(host.gpu_count.value)
+    found.node = host.node.value if host.node else None
     return found
+
+
+def _said(fact: HostFact | None) -> tuple[str, str | None]:
+    """A host-view fact as a candidate: (where it came from, its value)."""
+    return (_source(fact), fact.value if fact else None)
+
+
+def _source(fact: HostFact | None) -> str:
+    """Where the plan says a fact of the diagnosis' host view came from."""
+    if fact is None or fact.source in ("flag", "log"):
+        return "diagnosis"
+    return fact.source
 
 
 def _first_version(
@@ -323,24 +308,6 @@ def _first_version(
         except VersionError:
             continue
     return None
-
-
-def _read_bundle(case: Case, found: _Evidence, made_from: list[InputFile]) -> None:
-    """The newest bundle's facts and its manifest (or archive) as an input of the plan."""
-    from vllm_triage.bundle.layout import MANIFEST
-    from vllm_triage.bundle.read import open_bundle
-
-    newest = case.newest_bundle()
-    if newest is None:
-        return
-    with open_bundle(newest) as bundle:
-        found.facts = bundle.facts
-    name = case.relative(newest)
-    found.bundle = name
-    if newest.is_dir():
-        made_from.append(fingerprint(newest / MANIFEST, f"{name}/{MANIFEST}"))
-    else:
-        made_from.append(fingerprint(newest, name))
 
 
 def _node_lists(nodes: Iterable[str], exclude: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -419,46 +386,28 @@ def _risks(recovery: Recovery, sequence: list[SequenceStep]) -> dict[str, object
 
 
 def _baseline_now(evidence: _Evidence) -> dict[str, str]:
-    """What the case's bundle already shows of each baseline item (versions and names only)."""
+    """What the case already shows of each baseline item (versions and names only), from the
+    diagnosis' host view."""
+    host = evidence.host
     now: dict[str, str] = {}
-    facts = evidence.facts
     driver = f"{evidence.driver} ({evidence.driver.branch})" if evidence.driver else None
     gpus = (
         f"{evidence.gpu_count}x {evidence.gpu}"
         if evidence.gpu_count and evidence.gpu
         else evidence.gpu
     )
-    state = [part for part in (driver, gpus) if part]
-    if facts is not None and facts.gpu is not None:
-        ecc = [g.ecc_uncorrected_volatile for g in facts.gpu.gpus]
-        if any(count is not None for count in ecc):
-            state.append(f"ECC {sum(count or 0 for count in ecc)}")
+    ecc = f"ECC {host.ecc_uncorrected.value}" if host.ecc_uncorrected else None
+    state = [part for part in (driver, gpus, ecc) if part]
     if state:
         now["gpu_state"] = " · ".join(state)
-    if facts is None:
-        return now
-    container = facts.container
-    if container is not None:
-        runtime = [f"{container.engine} {container.engine_version or '?'}"]
-        if container.toolkit_version:
-            runtime.append(f"nvidia-ctk {container.toolkit_version}")
-        if container.container_cli_version:
-            runtime.append(f"nvidia-container-cli {container.container_cli_version}")
-        if container.runtimes:
-            runtime.append(", ".join(container.runtimes))
-        now["container_runtime"] = " · ".join(runtime)
-    comm = facts.communication
-    if comm is not None:
-        if comm.nccl_version or comm.settings:
-            settings = [f"{k}={v}" for k, v in sorted(comm.settings.items())[:6]]
-            now["nccl"] = " · ".join([comm.nccl_version or "?", *settings])
-        ports = [
-            f"{p.device}/{p.port} {p.state or '?'} {p.link_layer or ''}".strip()
-            for p in comm.rdma_ports[:8]
-        ]
-        if ports or comm.interfaces:
-            now["rdma"] = " · ".join([*ports, *comm.interfaces[:8]])
-    kernel = facts.host.kernel if facts.host else None
+    for item, fact in (
+        ("container_runtime", host.container_runtime),
+        ("nccl", host.nccl),
+        ("rdma", host.rdma),
+    ):
+        if fact is not None:
+            now[item] = fact.value
+    kernel = host.kernel.value if host.kernel else None
     rollback = [
         part for part in (str(evidence.driver) if evidence.driver else None, kernel) if part
     ]

@@ -15,8 +15,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
-from vllm_triage.baseline.models import BASELINE_FILE, Baseline, BaselineComparison
-from vllm_triage.case import SUMMARY, Case, case_folder, fingerprint, read_artifact
+from vllm_triage.baseline.models import Baseline, BaselineComparison
+from vllm_triage.case import BASELINE_FILE, SUMMARY, Case, case_folder, fingerprint, read_artifact
 from vllm_triage.errors import InputError
 from vllm_triage.inputs import display_name
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
@@ -157,6 +157,7 @@ def record(options: RecordOptions, *, kb: KnowledgeBase | None = None) -> Decisi
     verified = judge.scope(runs)
     rollback_driver = _rollback_driver(case, comparison)
     asked = judge.Asked(approval, answered_by, answered_at)
+    bound = _bound(kb, plan, chosen)
     widening = [
         judge.widening(
             text,
@@ -165,6 +166,7 @@ def record(options: RecordOptions, *, kb: KnowledgeBase | None = None) -> Decisi
             compared,
             rollback_driver,
             asked,
+            bound,
         )
         for text in widen_when
     ]
@@ -190,6 +192,7 @@ def record(options: RecordOptions, *, kb: KnowledgeBase | None = None) -> Decisi
             ),
         ],
         widening=widening,
+        validated_on=judge.validated_on(runs, bound),
         diagnosis=DiagnosisRef(
             artifact=case.relative(case.diagnosis_path),
             cause=diagnosis.primary.cause,
@@ -286,6 +289,19 @@ def _recipe(
         if found is not None:
             return found
     return None
+
+
+def _bound(kb: KnowledgeBase, plan: Plan, chosen: str) -> judge.Bound:
+    """Where a run counts for the adopted path (recovery.yaml's evidence_on and
+    evidence_meets_floor): the plan's nodes and the image's floor, or any node."""
+    path = next((p for p in kb.recovery.paths if p.id == chosen), None)
+    if path is None:
+        return judge.Bound()
+    target = plan.plan.target
+    return judge.Bound(
+        nodes=tuple(plan.constraints.nodes) if path.evidence_on == "plan_nodes" else (),
+        min_driver=target.min_driver if path.evidence_meets_floor and target else None,
+    )
 
 
 def _rollback_driver(case: Case, comparison: BaselineComparison | None) -> str | None:

@@ -10,7 +10,7 @@ not climbed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,10 +25,13 @@ from vllm_triage.record.models import (
     ScopeId,
     ScopeItem,
     ScopeStatus,
+    ValidatedOn,
     Widening,
 )
 from vllm_triage.validate.credentials import public_url
 from vllm_triage.validate.models import RungResult, StartSummary, ValidationRun
+from vllm_triage.validate.node import same_node
+from vllm_triage.versions import DriverVersion, VersionError
 
 RUNG_OF: dict[ScopeId, str] = {
     "model_load": "health",
@@ -459,6 +462,81 @@ def comparison_proof(comparison: BaselineComparison, artifact: str) -> Proof:
     )
 
 
+@dataclass(frozen=True)
+class Bound:
+    """What a run must be tied to, to count for the plan's node: one of the plan's nodes (any
+    node, when the plan names none), with a driver at or above the image's floor."""
+
+    nodes: tuple[str, ...] = ()
+    min_driver: str | None = None
+
+    def untied(self, read: RunRead) -> tuple[str, dict[str, str]] | None:
+        """Why the run is no evidence for the plan's node (a basis and its fields), or None."""
+        node = read.run.node
+        fields = {"run": read.folder, "nodes": ", ".join(self.nodes) or "\u2013"}
+        if node.name is None:
+            return "run_node_unknown", fields
+        fields["node"] = node.name
+        if self.nodes and not any(same_node(node.name, planned) for planned in self.nodes):
+            return "run_other_node", fields
+        if node.driver is None:
+            return "run_driver_unknown", fields
+        fields["driver"] = node.driver
+        if self.min_driver is not None and _below(node.driver, self.min_driver):
+            fields["floor"] = self.min_driver
+            return "run_driver_below_floor", fields
+        return None
+
+
+def validated_on(runs: Sequence[RunRead], bound: Bound) -> ValidatedOn:
+    """The newest run tied to the plan's node, with its node, driver, GPUs and image; else why
+    the newest run is not tied (or that there is none)."""
+    tied = [read for read in runs if bound.untied(read) is None]
+    if tied:
+        read = tied[-1]
+        node = read.run.node
+        return ValidatedOn(
+            tied=True, basis="validated_on", run=read.folder, node=node.name,
+            driver=node.driver, baseline=node.baseline, gpus=node.gpus,
+            gpu_model=node.gpu_model, image=read.run.image, min_driver=bound.min_driver,
+            fields={"run": read.folder, "node": str(node.name), "driver": str(node.driver),
+                    "baseline": str(node.baseline)},
+        )  # fmt: skip
+    if not runs:
+        return ValidatedOn(tied=False, basis="validated_no_run", min_driver=bound.min_driver)
+    read = runs[-1]
+    why = bound.untied(read)
+    assert why is not None  # no run is tied, the newest among them
+    basis, fields = why
+    return ValidatedOn(
+        tied=False, basis=basis, fields=fields, run=read.folder, node=read.run.node.name,
+        driver=read.run.node.driver, image=read.run.image, min_driver=bound.min_driver,
+    )  # fmt: skip
+
+
+def _below(driver: str, floor: str) -> bool:
+    try:
+        return DriverVersion.parse(driver) < DriverVersion.parse(floor)
+    except VersionError:
+        return True  # a driver that does not read as one meets no floor
+
+
+def _tied(
+    runs: Sequence[RunRead], bound: Bound, wanted: Callable[[RunRead], bool]
+) -> tuple[list[RunRead], tuple[str, dict[str, str]] | None]:
+    """The runs `wanted` picks that are tied to the plan's node, and why the newest of the others
+    is not (when no run is tied)."""
+    picked = [read for read in runs if wanted(read)]
+    tied = [read for read in picked if bound.untied(read) is None]
+    why = bound.untied(picked[-1]) if picked and not tied else None
+    return tied, why
+
+
+def _untied(condition: str, check: str, why: tuple[str, dict[str, str]]) -> Widening:
+    basis, fields = why
+    return Widening(condition=condition, check=check, status="unknown", basis=basis, fields=fields)
+
+
 def widening(
     condition: str,
     check: str | None,
@@ -466,14 +544,17 @@ def widening(
     comparison: tuple[BaselineComparison, str] | None,
     rollback_driver: str | None,
     asked: Asked,
+    bound: Bound | None = None,
 ) -> Widening:
-    """One widening condition judged by its check (record.yaml), from the case's artifacts."""
+    """One widening condition judged by its check (record.yaml), from the case's artifacts; a
+    condition about the plan's node counts only the runs tied to it (`bound`)."""
+    bound = bound or Bound()
     if check == "engine_init_repeated":
-        return _init_repeated(condition, runs)
+        return _init_repeated(condition, runs, bound)
     if check == "regression_passes":
         return _regression(condition, comparison)
     if check == "requests_succeed":
-        return _requests(condition, runs)
+        return _requests(condition, runs, bound)
     if check == "no_communication_error":
         return _communication(condition, runs, comparison)
     if check == "rollback_and_approval":
@@ -481,9 +562,12 @@ def widening(
     return Widening(condition=condition, check=check, status="unknown", basis="no_check")
 
 
-def _init_repeated(condition: str, runs: Sequence[RunRead]) -> Widening:
+def _init_repeated(condition: str, runs: Sequence[RunRead], bound: Bound) -> Widening:
     check = "engine_init_repeated"
-    found = newest_starts(runs)
+    tied, why = _tied(runs, bound, lambda read: bool(read.run.starts and read.run.starts.requested))
+    if why is not None:
+        return _untied(condition, check, why)
+    found = newest_starts(tied)
     if found is None:
         return Widening(condition=condition, check=check, status="unknown", basis="init_no_run")
     read, starts = found
@@ -537,9 +621,19 @@ def _regression(condition: str, comparison: tuple[BaselineComparison, str] | Non
     )  # fmt: skip
 
 
-def _requests(condition: str, runs: Sequence[RunRead]) -> Widening:
+def _requests(condition: str, runs: Sequence[RunRead], bound: Bound) -> Widening:
     check = "requests_succeed"
-    for read in reversed(runs):
+    tied, why = _tied(
+        runs,
+        bound,
+        lambda read: any(
+            r.name in ("short_text", "target_context") and r.status != "skipped"
+            for r in read.run.rungs
+        ),
+    )
+    if why is not None:
+        return _untied(condition, check, why)
+    for read in reversed(tied):
         rungs = {r.name: r for r in read.run.rungs if r.status != "skipped"}
         short, target = rungs.get("short_text"), rungs.get("target_context")
         if short is None and target is None:

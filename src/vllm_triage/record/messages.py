@@ -120,6 +120,29 @@ BASIS = {
         "Only one start was timed in {run}: repeat it (validate --start-cmd FILE --starts N, N "
         "of 2 or more)."
     ),
+    "validated_on": N_("{run}: node {node}, driver {driver} (baseline {baseline})."),
+    "validated_no_run": N_(
+        "No validation run: vllm-triage validate URL --node NAME on the node, after "
+        "vllm-triage baseline capture there."
+    ),
+    "run_node_unknown": N_(
+        "{run} names no node, so it proves nothing about the plan's node ({nodes}): run it "
+        "there with vllm-triage validate --node NAME, after vllm-triage baseline capture on "
+        "that node."
+    ),
+    "run_other_node": N_(
+        "{run} ran on {node}, not on the plan's node ({nodes}): it is no evidence for that "
+        "node. Validate there (vllm-triage validate --node NAME)."
+    ),
+    "run_driver_unknown": N_(
+        "{run} ran on {node}, but the case holds no baseline of that node, so its driver is not "
+        "known: capture one there (vllm-triage baseline capture --label LABEL), then validate "
+        "again with --node {node}."
+    ),
+    "run_driver_below_floor": N_(
+        "{run} ran on {node} with driver {driver}, below {floor}, the minimum the image needs to "
+        "start: it is no evidence for the planned driver."
+    ),
     "init_no_run": N_(
         "No run timed the engine's starts (validate --start-cmd FILE --starts N on the isolated "
         "node)."
@@ -196,6 +219,11 @@ REASON = N_("Reason")
 OTHER_REASONS = N_("Also")
 THEIR_WORDS = N_("In the team's words")
 TIME_AVAILABLE = N_("Time available")
+VALIDATED_ON = N_("Validated on")
+VALIDATED_GPUS = N_("{gpus}x {model}")
+VALIDATED_IMAGE = N_("image {image}")
+IMAGE_NOT_NAMED = N_("image not named (vllm-triage validate --image REF)")
+NOT_TIED = N_("not established: {why}")
 WINDOW_YES = N_("a maintenance window is available")
 WINDOW_NO = N_("no maintenance window")
 WINDOW_UNKNOWN = N_("maintenance window not known")

@@ -184,6 +184,21 @@ class DiagnosisRef(Artifact):
     created_at: str | None = None
 
 
+class ValidatedOn(Judgement):
+    """What the record's evidence was validated on: the newest run tied to the plan's node (the
+    node, the driver and GPUs of its baseline, the image served), or why no run is."""
+
+    tied: bool = Field(description="a run counts for the plan's node (judge.Bound)")
+    run: str | None = None
+    node: str | None = None
+    driver: str | None = None
+    baseline: str | None = Field(default=None, description="the baseline that gives the driver")
+    gpus: int | None = None
+    gpu_model: str | None = None
+    image: str | None = Field(default=None, description="validate --image; None: not named")
+    min_driver: str | None = Field(default=None, description="the floor the driver was held to")
+
+
 class DecisionRecord(CaseArtifact):
     """The decision after the observation period: what was adopted and why, what is proven and
     what is not, when to roll back, when to look again; with the case's artifacts behind each."""
@@ -199,6 +214,9 @@ class DecisionRecord(CaseArtifact):
     review: Review
     comparisons: list[Comparison]
     widening: list[Widening]
+    validated_on: ValidatedOn | None = Field(
+        default=None, description="the node, driver and image the evidence was validated on"
+    )
     diagnosis: DiagnosisRef
     plan: str = Field(description="the plan's file in the case")
     plan_created_at: str | None = None

@@ -174,7 +174,23 @@ def _constraints(record: DecisionRecord, tr: Catalog) -> list[tuple[str, str]]:
         ),
         (tr(m.DEADLINE), deadline),
         (tr(m.MAINTAIN), tr(build[c.can_maintain_build])),
+        *_validated(record, tr),
     ]
+
+
+def _validated(record: DecisionRecord, tr: Catalog) -> list[tuple[str, str]]:
+    """The node, driver, GPUs and image the evidence was validated on, or why none is known."""
+    on = record.validated_on
+    if on is None:
+        return []
+    why = say(tr, on.basis, on.fields)
+    if not on.tied:
+        return [(tr(m.VALIDATED_ON), tr(m.NOT_TIED, why=why))]
+    parts = [why]
+    if on.gpus:
+        parts.append(tr(m.VALIDATED_GPUS, gpus=on.gpus, model=on.gpu_model or DASH))
+    parts.append(tr(m.VALIDATED_IMAGE, image=on.image) if on.image else tr(m.IMAGE_NOT_NAMED))
+    return [(tr(m.VALIDATED_ON), "; ".join(parts))]
 
 
 def _watch(tr: Catalog, trigger: Any) -> str:

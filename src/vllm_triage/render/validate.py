@@ -16,6 +16,7 @@ from vllm_triage.validate.models import (
     RungComparison,
     RungResult,
     StartSummary,
+    ValidationRun,
 )
 
 _STYLE = {"passed": "green", "failed": "bold red", "skipped": "dim", "not_supported": "yellow"}
@@ -113,6 +114,21 @@ def comparison_table(run_url: str, comparison: EndpointComparison) -> Table:
     return table
 
 
+def node_line(run: ValidationRun) -> str:
+    """Where the run ran, and what ties it to a driver: the record's evidence for a node."""
+    node = run.node
+    image = f"; image {run.image}" if run.image else ""
+    if node.name is None:
+        return f"node not named (give --node NAME){image}"
+    if node.baseline is None:
+        return (
+            f"node {node.name}: driver unknown (no baseline of this node in the case: "
+            f"`vllm-triage baseline capture` on it){image}"
+        )
+    gpus = f", {node.gpus}x {node.gpu_model}" if node.gpus else ""
+    return f"node {node.name}: driver {node.driver or '?'}{gpus} (baseline {node.baseline}){image}"
+
+
 def validate_renderable(result: ValidateResult) -> RenderableType:
     run = result.run
     # Text, not str, for whatever came from the server: "[...]" in it is text, not rich markup.
@@ -161,6 +177,7 @@ def validate_renderable(result: ValidateResult) -> RenderableType:
             f"{'yes' if other.both_passed else 'no'}\n",
             style="bold green" if other.both_passed else "bold red",
         )
+    verdict.append(f"{node_line(run)}\n")
     verdict.append(f"records  {run.records}\nsummary  {result.folder / 'summary.json'}\n")
     return Group(*parts, verdict)
 
@@ -224,4 +241,5 @@ def validate_markdown(result: ValidateResult) -> str:
         starts=starts,
         compared=compared,
         summary=str(result.folder / "summary.json"),
+        node=node_line(run),
     )

@@ -24,10 +24,11 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from vllm_triage.baseline.models import BASELINE_FILE, Baseline, BaselineComparison
+from vllm_triage.baseline.models import Baseline, BaselineComparison
 from vllm_triage.bundle.read import open_bundle
 from vllm_triage.case import (
     ARCHIVE_SUFFIX,
+    BASELINE_FILE,
     BASELINES,
     LEGACY_RUN_PREFIX,
     PREFIX_CHECKS,

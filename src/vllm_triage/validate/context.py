@@ -74,6 +74,11 @@ class ValidateOptions:
     """A second endpoint: the same ladder (the same requests) replayed against it, side by side."""
     compare_api_key_env: str | None = None
     """The environment variable holding the second endpoint's API key (never the first one's)."""
+    node: str | None = None
+    """The node the server runs on, tied to the driver and GPUs of the case's baseline of it
+    (the host that ran --start-cmd when None)."""
+    image: str | None = None
+    """The image the server runs, as the record names it."""
 
 
 class Recorder:

@@ -6,6 +6,7 @@ folder of the case (runs/<UTC>/). Ctrl-C writes what was measured so far, then p
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from vllm_triage.validate.models import (
     StartSummary,
     ValidationRun,
 )
+from vllm_triage.validate.node import tie_node
 from vllm_triage.validate.rungs import (
     concurrency,
     health,
@@ -114,6 +116,10 @@ def _check_url(url: str) -> None:
         raise InputError("the server URL cannot have a query (?...) or a fragment (#...)")
 
 
+# A node or image name as the record shows it: printable ASCII, no spaces.
+_NAME = re.compile(r"[\x21-\x7e]+")
+
+
 def _check_options(options: ValidateOptions, kb: KnowledgeBase) -> None:
     _check_url(options.url)
     if not 1 <= options.max_concurrency <= _MAX_CONCURRENCY:
@@ -137,6 +143,11 @@ def _check_options(options: ValidateOptions, kb: KnowledgeBase) -> None:
         )
     if options.transport not in (None, "rdma", "nvlink"):
         raise InputError("--transport must be rdma or nvlink")
+    for flag, value, longest in (("--node", options.node, 253), ("--image", options.image, 512)):
+        if value is not None and not (len(value) <= longest and _NAME.fullmatch(value)):
+            raise InputError(
+                f"{flag}: expected a name of 1 to {longest} printable characters without spaces"
+            )
     if options.nccl_test is not None:
         try:
             words = shlex.split(options.nccl_test)
@@ -407,8 +418,16 @@ def validate(
     if options.compare_url is not None and not interrupted:
         comparison, interrupted = _compare(options, kb, run, folder, launch, progress, notice)
         run = run.model_copy(update={"comparison": comparison})
+    named, named_by = (
+        (options.node, "flag") if options.node else (starts.node if starts else None, "starts")
+    )
     run = run.model_copy(
-        update={"interrupted": interrupted, "passed": run.passed and not interrupted}
+        update={
+            "interrupted": interrupted,
+            "passed": run.passed and not interrupted,
+            "node": tie_node(case, named, named_by),
+            "image": options.image,
+        }
     )
     run = run.stamped(made_from)
     case.write_summary(folder, run)

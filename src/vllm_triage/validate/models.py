@@ -153,6 +153,22 @@ class StartSummary(Artifact):
         return self.ready == self.requested and len(self.starts) == self.requested
 
 
+class RunNode(Artifact):
+    """Where a run ran: the node named (`validate --node`, else the host that ran --start-cmd)
+    and, from the case's newest baseline of that node, the driver and GPUs there. Each part is
+    None when nothing ties it: a name alone proves no driver."""
+
+    name: str | None = None
+    named_by: Literal["flag", "starts"] | None = None
+    baseline: str | None = Field(
+        default=None, description="the label of the case's baseline of this node that ties it"
+    )
+    baseline_at: str | None = Field(default=None, description="when that baseline was captured")
+    driver: str | None = None
+    gpus: int | None = None
+    gpu_model: str | None = None
+
+
 class ValidationRun(CaseArtifact):
     """The summary of a ladder run: which rungs passed, and the figures each measured."""
 
@@ -171,6 +187,9 @@ class ValidationRun(CaseArtifact):
     comparison: EndpointComparison | None = Field(
         default=None, description="the same ladder replayed against a second endpoint"
     )
+    # Added in issue 20: which node, driver, GPUs and image the run proves something about.
+    node: RunNode = Field(default_factory=RunNode)
+    image: str | None = Field(default=None, description="the image served (validate --image)")
 
 
 class RungComparison(Artifact):
