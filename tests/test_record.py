@@ -188,6 +188,17 @@ def test_the_record_of_a_whole_case(case: Path) -> None:
         "580",
     )
     assert on.gpus == 8 and on.image is None
+    # the driver change decided: the plan's three figures for the image, and the way back
+    change = made.driver
+    assert change is not None
+    assert (change.installed, change.recommended_driver, change.recommended_branch) == (
+        "575.57.08",
+        "580.173.02",
+        "r580",
+    )
+    assert (change.min_driver, change.rollback_driver) == ("580", "575.57.08")
+    plan_target = json.loads((case / "plan.json").read_text())["plan"]["target"]
+    assert change.toolkit_driver == plan_target["toolkit_driver"]
     shown = (case / "record.md").read_text()
     assert "node gpu-node-17, driver 580.105.08 (baseline after)" in shown
     assert "image not named (vllm-triage validate --image REF)" in shown

@@ -29,6 +29,7 @@ from vllm_triage.record.models import (
     Adopted,
     DecisionRecord,
     DiagnosisRef,
+    DriverChange,
     Judgement,
     Reason,
     Review,
@@ -192,6 +193,7 @@ def record(options: RecordOptions, *, kb: KnowledgeBase | None = None) -> Decisi
             ),
         ],
         widening=widening,
+        driver=_driver_change(plan, rollback_driver),
         validated_on=judge.validated_on(runs, bound),
         diagnosis=DiagnosisRef(
             artifact=case.relative(case.diagnosis_path),
@@ -289,6 +291,21 @@ def _recipe(
         if found is not None:
             return found
     return None
+
+
+def _driver_change(plan: Plan, rollback_driver: str | None) -> DriverChange | None:
+    """The plan's driver target as the record states it, with the way back."""
+    target = plan.plan.target
+    if target is None:
+        return None
+    return DriverChange(
+        installed=target.installed,
+        min_driver=target.min_driver,
+        toolkit_driver=target.toolkit_driver,
+        recommended_driver=target.recommended_driver,
+        recommended_branch=target.recommended_branch,
+        rollback_driver=rollback_driver,
+    )
 
 
 def _bound(kb: KnowledgeBase, plan: Plan, chosen: str) -> judge.Bound:

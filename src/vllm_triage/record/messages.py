@@ -220,6 +220,11 @@ OTHER_REASONS = N_("Also")
 THEIR_WORDS = N_("In the team's words")
 TIME_AVAILABLE = N_("Time available")
 VALIDATED_ON = N_("Validated on")
+DRIVER_CHANGE = N_("Driver")
+DRIVER_CHANGE_LINE = N_(
+    "{installed} → {target}; the image starts from {floor} (its toolkit's driver {toolkit}); "
+    "rollback to {rollback}"
+)
 VALIDATED_GPUS = N_("{gpus}x {model}")
 VALIDATED_IMAGE = N_("image {image}")
 IMAGE_NOT_NAMED = N_("image not named (vllm-triage validate --image REF)")

@@ -184,6 +184,18 @@ class DiagnosisRef(Artifact):
     created_at: str | None = None
 
 
+class DriverChange(Artifact):
+    """The driver the decision moves: from the installed one to the plan's recommended target,
+    the image's floor and toolkit driver beside it (plan.json's target), and the way back."""
+
+    installed: str | None = None
+    min_driver: str | None = Field(default=None, description="the floor the image needs to start")
+    toolkit_driver: str | None = None
+    recommended_driver: str | None = None
+    recommended_branch: str | None = None
+    rollback_driver: str | None = Field(default=None, description="the driver to go back to")
+
+
 class ValidatedOn(Judgement):
     """What the record's evidence was validated on: the newest run tied to the plan's node (the
     node, the driver and GPUs of its baseline, the image served), or why no run is."""
@@ -214,6 +226,9 @@ class DecisionRecord(CaseArtifact):
     review: Review
     comparisons: list[Comparison]
     widening: list[Widening]
+    driver: DriverChange | None = Field(
+        default=None, description="the driver change decided (None: the plan names no driver)"
+    )
     validated_on: ValidatedOn | None = Field(
         default=None, description="the node, driver and image the evidence was validated on"
     )

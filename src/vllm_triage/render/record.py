@@ -45,17 +45,23 @@ def say(tr: Catalog, basis: str, fields: Mapping[str, str]) -> str:
     template = m.BASIS.get(basis)
     if template is None:
         return basis
-    said = {
-        name: tr.composed(value, RUN_REASONS) if name == "reason" else value
-        for name, value in fields.items()
-    }
-    return tr(template).format_map(_Fields(said))
+    return tr(template).format_map(_said_fields(tr, fields))
+
+
+def _said_fields(tr: Catalog, fields: Mapping[str, str]) -> _Fields:
+    """The fields of a stored sentence, a rung's `reason` among them said in the language."""
+    return _Fields(
+        {
+            name: tr.composed(value, RUN_REASONS) if name == "reason" else value
+            for name, value in fields.items()
+        }
+    )
 
 
 def _text(tr: Catalog, text: str, fields: Mapping[str, str]) -> str:
     """A stored English text (a message id), filled with its fields when it has any."""
     translated = tr(text) if text else text
-    return translated.format_map(_Fields(fields)) if fields else translated
+    return translated.format_map(_said_fields(tr, fields)) if fields else translated
 
 
 def _value(value: Any) -> str:
@@ -174,7 +180,33 @@ def _constraints(record: DecisionRecord, tr: Catalog) -> list[tuple[str, str]]:
         ),
         (tr(m.DEADLINE), deadline),
         (tr(m.MAINTAIN), tr(build[c.can_maintain_build])),
+        *_driver(record, tr),
         *_validated(record, tr),
+    ]
+
+
+def _driver(record: DecisionRecord, tr: Catalog) -> list[tuple[str, str]]:
+    """The driver change decided: from, to, the image's floor and toolkit driver, the way back."""
+    change = record.driver
+    if change is None:
+        return []
+    target = (
+        f"{change.recommended_driver} ({change.recommended_branch})"
+        if change.recommended_driver
+        else change.recommended_branch or DASH
+    )
+    return [
+        (
+            tr(m.DRIVER_CHANGE),
+            tr(
+                m.DRIVER_CHANGE_LINE,
+                installed=change.installed or DASH,
+                target=target,
+                floor=change.min_driver or DASH,
+                toolkit=change.toolkit_driver or DASH,
+                rollback=change.rollback_driver or DASH,
+            ),
+        )
     ]
 
 
