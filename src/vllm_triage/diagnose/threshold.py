@@ -36,6 +36,14 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "=": operator.eq,
     "==": operator.eq,
 }
+# No driver runs the build on this GPU: none of the three driver figures applies.
+_NO_DRIVER: dict[str, None] = {
+    "min_driver": None,
+    "min_branch": None,
+    "toolkit_driver": None,
+    "recommended_driver": None,
+    "recommended_branch": None,
+}
 _CONSTRAINT = re.compile(r"^(cuda|driver|brand|arch)(>=|<=|==|=|>|<)(.+)$")
 
 
@@ -652,7 +660,7 @@ def _unsupported_arch(
         ],
         cause="unsupported_gpu_arch",
         advice=advice,
-        **{**common, "min_driver": None, "min_branch": None},
+        **{**common, **_NO_DRIVER},
     )
 
 
@@ -698,8 +706,7 @@ def _past_last_branch(
         ],
         rule="unsupported_gpu_arch",
         cause="unsupported_gpu_arch",
-        min_driver=None,
-        min_branch=None,
+        **_NO_DRIVER,
     )
 
 
