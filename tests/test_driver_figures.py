@@ -38,9 +38,7 @@ def whole_case(tmp_path_factory: pytest.TempPathFactory, kb: KnowledgeBase) -> P
 
 def test_compat_says_the_three_and_its_verdict_follows_the_floor() -> None:
     verdicts = {
-        driver: _json(
-            run_cli("compat", "--driver", driver, "--cuda", "13.0.2", "--format", "json")
-        )
+        driver: _json(run_cli("compat", "--driver", driver, "--cuda", "13.0.2", "--format", "json"))
         for driver in ("575.57.08", "580.65.06", "580.95.05")
     }
     for driver, verdict in verdicts.items():

@@ -31,6 +31,8 @@ from vllm_triage.plan import PlanOptions, plan
 from vllm_triage.report import ReportOptions, report
 from vllm_triage.report.page import clean_text
 from vllm_triage.report.texts import MESSAGES, SECTIONS
+from vllm_triage.validate.models import ValidationRun
+from vllm_triage.validate.node import tie_node
 
 REPO = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -89,6 +91,11 @@ def build_case(base: Path, kb: KnowledgeBase) -> Path:
     assert compared.exit_code in (0, 1), compared.stderr
     run = case / "runs" / RUN_STAMP
     shutil.copytree(REAL_RUN, run)
+    # The recorded real run as `validate --node gpu-node-17` writes it: tied to the newest
+    # baseline of that node (validate's own tie_node), which holds the driver it ran on.
+    recorded = ValidationRun.model_validate_json((run / "summary.json").read_text())
+    node = tie_node(Case(case), "gpu-node-17", "flag")
+    (run / "summary.json").write_text(recorded.model_copy(update={"node": node}).model_dump_json())
     _ok(
         run_cli("prefix-check", str(PREFIX_REQUESTS), "--launch-cmd", str(PREFIX_LAUNCH),
                 "--case", str(case))
@@ -338,8 +345,10 @@ def test_the_fleet_scan_of_the_case_is_a_section(
     assert "Wave 1 (1): " + scanned.waves[0][0] in text
     footer = page[page.index('<footer id="sources">') :]
     assert "fleet-scan.json" in footer
-    overview = parse(_sections(page)["overview"]).all_text()
-    assert f"fleet-scan.json {MESSAGES['fleet_status_ready']}" in overview
+    row = _overview_rows(page)["fleet"]
+    verdict = re.search(r'<span class="verdict">(.*?)</span>', row)
+    assert verdict and verdict.group(1).startswith(MESSAGES["fleet_status_ready"])
+    assert "<code>fleet-scan.json</code>" in row
 
     for lang, script in (("ko", r"[\uac00-\ud7a3]"), ("ja", r"[\u3040-\u30ff\u4e00-\u9fff]")):
         page, _ = _report(case, "--lang", lang)
@@ -544,9 +553,9 @@ def test_the_json_result_names_each_section(case: Path) -> None:
 
 
 def _overview_rows(page: str) -> dict[str, str]:
-    """The at-a-glance table's rows by section: the row's markup."""
+    """The at-a-glance table's rows by section: the row's markup (its attributes included)."""
     table = _sections(page)["overview"]
-    return dict(re.findall(r'<tr>\s*<td><a href="#([a-z]+)">.*?</a></td>(.*?)</tr>', table, re.S))
+    return dict(re.findall(r'<tr data-step="([a-z]+)"(.*?)</tr>', table, re.S))
 
 
 def test_at_a_glance_shows_only_needed_steps_as_missing_and_every_failed_run(
@@ -570,5 +579,7 @@ def test_at_a_glance_shows_only_needed_steps_as_missing_and_every_failed_run(
     later.mkdir()
     (later / "summary.json").write_text(json.dumps(summary))
     page, _ = _report(case, "--lang", "en")
-    validation = parse(_overview_rows(page)["validation"]).all_text()
-    assert "1 of 2 runs passed; the newest: passed" in validation, validation
+    row = _overview_rows(page)["validation"]
+    validation = parse("<tr" + row).all_text()
+    assert "1 of 2 runs failed (structured_output)" in validation, validation
+    assert 'data-verdict="failed"' in row and "passed" not in validation

@@ -86,9 +86,11 @@ class GpuFacts(Artifact):
 
 
 class HostFacts(Artifact):
-    node_name: str
+    node_name: str | None = Field(
+        default=None, description="None: not readable (older bundles: unknown)"
+    )
     os_release: str | None = None
-    kernel: str
+    kernel: str | None = Field(default=None, description="None: not readable")
     uptime_s: float | None = None
     shm_bytes: int | None = None
     cgroup_memory_max: str | None = None

@@ -181,7 +181,11 @@ def _constraints(record: DecisionRecord, tr: Catalog) -> list[tuple[str, str]]:
         (tr(m.DEADLINE), deadline),
         (tr(m.MAINTAIN), tr(build[c.can_maintain_build])),
         *_driver(record, tr),
-        *_validated(record, tr),
+        *(
+            [(tr(m.VALIDATED_ON), validated)]
+            if (validated := validated_on_text(record, tr)) is not None
+            else []
+        ),
     ]
 
 
@@ -210,19 +214,20 @@ def _driver(record: DecisionRecord, tr: Catalog) -> list[tuple[str, str]]:
     ]
 
 
-def _validated(record: DecisionRecord, tr: Catalog) -> list[tuple[str, str]]:
-    """The node, driver, GPUs and image the evidence was validated on, or why none is known."""
+def validated_on_text(record: DecisionRecord, tr: Catalog) -> str | None:
+    """The node, driver, GPUs and image the evidence was validated on, or why none is known
+    (None: a record written before it was kept)."""
     on = record.validated_on
     if on is None:
-        return []
+        return None
     why = say(tr, on.basis, on.fields)
     if not on.tied:
-        return [(tr(m.VALIDATED_ON), tr(m.NOT_TIED, why=why))]
+        return tr(m.NOT_TIED, why=why)
     parts = [why]
     if on.gpus:
         parts.append(tr(m.VALIDATED_GPUS, gpus=on.gpus, model=on.gpu_model or DASH))
     parts.append(tr(m.VALIDATED_IMAGE, image=on.image) if on.image else tr(m.IMAGE_NOT_NAMED))
-    return [(tr(m.VALIDATED_ON), "; ".join(parts))]
+    return "; ".join(parts)
 
 
 def _watch(tr: Catalog, trigger: Any) -> str:

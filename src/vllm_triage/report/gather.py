@@ -17,11 +17,12 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from vllm_triage.baseline.models import BASELINE_FILE, Baseline, BaselineComparison
+from vllm_triage.baseline.models import Baseline, BaselineComparison
 from vllm_triage.bundle.models import BundleFacts, Manifest
 from vllm_triage.bundle.read import open_bundle
 from vllm_triage.case import (
     ARCHIVE_SUFFIX,
+    BASELINE_FILE,
     LEGACY_RUN_PREFIX,
     RECORD,
     REQUESTS,

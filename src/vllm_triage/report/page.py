@@ -31,13 +31,23 @@ from vllm_triage.baseline.models import BaselineComparison
 from vllm_triage.collect.reasons import REASONS as PROBE_REASONS
 from vllm_triage.fleet.models import STATUSES
 from vllm_triage.i18n import Catalog, Language, catalog
+from vllm_triage.plan import messages as plan_texts
+from vllm_triage.plan.models import Plan
+from vllm_triage.record import messages as record_texts
 from vllm_triage.redact import Redactor
 from vllm_triage.render.baseline import capture_rows, finding
 from vllm_triage.render.diagnosis import ROLES, VERDICTS, localized
 from vllm_triage.render.plan import plan_view
 from vllm_triage.render.record import View as RecordView
-from vllm_triage.render.record import record_view
-from vllm_triage.report.charts import Series, Step, bar_chart, ladder_chart, share_chart
+from vllm_triage.render.record import record_view, validated_on_text
+from vllm_triage.report.charts import (
+    Series,
+    Step,
+    bar_chart,
+    figure,
+    ladder_chart,
+    share_chart,
+)
 from vllm_triage.report.gather import (
     BaselineRead,
     BundleRead,
@@ -183,6 +193,9 @@ class Overview:
     command: str
     # False: the case's path does not take this step (shown as not needed, never as missing)
     needed: bool = True
+    # what the verdict says at a glance: passed, failed, warn (unfinished, unknown) or "" (a
+    # verdict that is no pass or fail: a diagnosis, a plan)
+    outcome: str = ""
 
 
 @dataclass
@@ -193,6 +206,7 @@ class RunView:
     run: ValidationRun | None
     verdict: str
     passed: bool | None
+    failed_rung: str | None = None
     ladder: Markup | None = None
     levels: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     ttft: Markup | None = None
@@ -228,6 +242,7 @@ def render_page(read: CaseRead, language: Language, made_at: datetime) -> str:
             sections=SECTIONS,
             commands=commands,
             overview=_overview(read, runs, words, commands),
+            decision=_decision(read, language, words),
             facts=[_facts(bundle, words) for bundle in read.bundles],
             runs=runs,
             prefix_charts=[
@@ -370,6 +385,221 @@ def _fleet_view(read: FleetRead | None, words: Words) -> FleetView | None:
     )
 
 
+@dataclass(frozen=True)
+class DecisionRow:
+    """One line of what is approved: its label, its value, and the artifact it comes from."""
+
+    key: str
+    label: str
+    value: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class WideningRow:
+    """A widening condition on the first screen: its status and the artifacts that prove it."""
+
+    name: str
+    status: str
+    """met, not_met or unknown (record.models.WideningStatus)"""
+    status_label: str
+    proof: list[str]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The first screen, for the person who signs: what is approved (the path, the driver from
+    and to, the nodes, the rollback target), the widening conditions with their proof, and the
+    path's open risks; each part None where the case lacks the artifact it comes from."""
+
+    path_label: str
+    path_name: str
+    path: str
+    path_note: str
+    rows: list[DecisionRow]
+    widening_title: str
+    widening: list[WideningRow]
+    judged: bool
+    """False: no record judged them yet (the rows are the plan's, every one unknown)"""
+    widening_counts: str
+    widening_source: str
+    risks_title: str
+    risks: list[str]
+    risks_source: str
+
+
+_WIDENING_CSS = {"met": "passed", "not_met": "failed", "unknown": "warn"}
+
+
+def _decision(read: CaseRead, language: Language, words: Words) -> Decision | None:
+    """What the signer approves, from the plan (and the record, once there is one)."""
+    plan = read.plan
+    if plan is None:
+        return None
+    tr = words.tr
+    found = read.record
+    record = found.record if found is not None else None
+    if record is not None:
+        view = record_view(record, language)
+        path, path_label = record.adopted.path, tr(record_texts.ADOPTED)
+        path_name, path_note = view.adopted_name, view.adopted_note
+    else:
+        path, path_label = plan.recommended.path, tr(plan_texts.RECOMMENDED)
+        path_name, path_note = tr(plan.recommended.name), ""
+    rows = _driver_rows(plan, words)
+    nodes = plan.constraints.nodes
+    rows.append(
+        DecisionRow(
+            "nodes",
+            tr(plan_texts.TARGET_NODES),
+            ", ".join(nodes) if nodes else words.t("nodes_not_named"),
+            "plan.json",
+        )
+    )
+    if plan.constraints.exclude:
+        rows.append(
+            DecisionRow(
+                "excluded",
+                tr(plan_texts.EXCLUDED_NODES),
+                ", ".join(plan.constraints.exclude),
+                "plan.json",
+            )
+        )
+    driver, source = _rollback_driver(read)
+    rows.append(
+        DecisionRow("rollback", words.t("rollback_target"), driver or words.t("unknown"), source)
+    )
+    if found is not None and record is not None and (on := record.validated_on) is not None:
+        short = [
+            on.node,
+            on.driver,
+            tr(record_texts.VALIDATED_GPUS, gpus=on.gpus, model=on.gpu_model) if on.gpus else None,
+            on.image,
+        ]
+        value = (
+            " · ".join(part for part in short if part)
+            if on.tied
+            else validated_on_text(record, tr) or ""
+        )
+        rows.append(DecisionRow("validated", tr(record_texts.VALIDATED_ON), value, found.path))
+    if found is not None and record is not None:
+        widening = [
+            WideningRow(
+                row.name,
+                judged.status,
+                row.status_label,
+                list(dict.fromkeys(proof.artifact for proof in judged.proof)),
+            )
+            for judged, row in zip(record.widening, view.widening, strict=True)
+        ]
+        widening_source = found.path
+    else:
+        unknown = tr(record_texts.STATUSES["unknown"])
+        widening = [WideningRow(tr(c), "unknown", unknown, []) for c in plan.plan.widen_when]
+        widening_source = "plan.json"
+    counts = {status: sum(c.status == status for c in widening) for status in _WIDENING_CSS}
+    return Decision(
+        path_label=path_label,
+        path_name=path_name,
+        path=path,
+        path_note=path_note,
+        rows=rows,
+        widening_title=tr(record_texts.WIDENING),
+        widening=widening,
+        judged=record is not None,
+        widening_counts=(
+            words.t(
+                "widening_counts",
+                met=counts["met"],
+                not_met=counts["not_met"],
+                unknown=counts["unknown"],
+            )
+            if widening
+            else ""
+        ),
+        widening_source=widening_source,
+        risks_title=words.t("open_risks"),
+        risks=[tr(risk) for risk in _risks(plan, path)],
+        risks_source="plan.json",
+    )
+
+
+def _risks(plan: Plan, path: str) -> list[str]:
+    """The risks the plan names for the path taken (risks_by_path; an older plan's flat list
+    when that path is the recommended one)."""
+    for entry in plan.plan.risks_by_path:
+        if entry.path == path:
+            return list(entry.risks)
+    if not plan.plan.risks_by_path and path == plan.recommended.path:
+        return list(plan.plan.risks)
+    return []
+
+
+def _driver_rows(plan: Plan, words: Words) -> list[DecisionRow]:
+    """The driver the change goes from and to, the floor to start and the toolkit's driver
+    (plan.target); for a path with no driver target, that the driver stays."""
+    tr = words.tr
+    target = plan.plan.target
+    installed = (target.installed if target else None) or plan.constraints.driver
+    if target is None or not (target.recommended_driver or target.recommended_branch):
+        if installed is None:
+            return []
+        return [
+            DecisionRow(
+                "driver",
+                tr(plan_texts.DRIVER_TARGET),
+                words.t("driver_unchanged", driver=installed),
+                "plan.json",
+            )
+        ]
+    to = target.recommended_driver or target.recommended_branch or "?"
+    branch = target.recommended_branch or "?"
+    rows = [
+        DecisionRow(
+            "driver",
+            tr(plan_texts.DRIVER_TARGET),
+            f"{installed or '?'} \u2192 {to} ({branch})",
+            "plan.json",
+        )
+    ]
+    if target.min_driver:
+        shown = target.min_driver + (f" ({target.min_branch})" if target.min_branch else "")
+        rows.append(DecisionRow("min_driver", tr(plan_texts.MINIMUM), shown, "plan.json"))
+    if target.toolkit_driver:
+        shown = target.toolkit_driver + (
+            f" ({target.toolkit_release})" if target.toolkit_release else ""
+        )
+        rows.append(DecisionRow("toolkit_driver", tr(plan_texts.TOOLKIT), shown, "plan.json"))
+    return rows
+
+
+def _rollback_driver(read: CaseRead) -> tuple[str | None, str]:
+    """The driver a rollback goes back to, and the artifact that says it: the record's (its
+    driver change; a record written before it had one names it in its approval condition),
+    else the comparison's before side, else the first baseline's, else the driver the plan found
+    installed."""
+    if read.record is not None:
+        change = read.record.record.driver
+        if change is not None and change.rollback_driver:
+            return change.rollback_driver, read.record.path
+        for judged in read.record.record.widening:
+            driver = judged.fields.get("driver")
+            if judged.check == "rollback_and_approval" and driver and driver != "\u2013":
+                return driver, read.record.path
+    comparison = read.comparison
+    if comparison is not None and comparison.before.driver:
+        return comparison.before.driver, COMPARISON_FILE
+    for baseline in sorted(read.baselines, key=lambda b: _captured(b) or "~"):
+        gpu = baseline.capture.gpu if baseline.capture is not None else None
+        if gpu is not None and gpu.driver_version:
+            return gpu.driver_version, f"{baseline.path}/baseline.json"
+    plan = read.plan
+    target = plan.plan.target if plan is not None else None
+    if target is not None and target.installed:
+        return target.installed, "plan.json"
+    return None, ""
+
+
 def _record_section(read: RecordRead | None, language: Language) -> RecordSection | None:
     if read is None:
         return None
@@ -445,20 +675,25 @@ def _comparison_view(comparison: BaselineComparison | None, words: Words) -> Com
 def _overview(
     read: CaseRead, runs: Sequence[RunView], words: Words, commands: dict[str, str]
 ) -> list[Overview]:
-    """One row per step: is its artifact in the case, and what it says at a glance."""
+    """One row per step: is its artifact in the case, and what it says at a glance (with its
+    outcome where the step passes or fails: a bundle changed after collect, the baselines
+    compared, the validation runs)."""
     rows = []
     bundles = read.bundles
+    outcome = ""
     if bundles:
         newest = bundles[-1].manifest
         ok = sum(p.status == "ok" for p in newest.probes)
         failed = sum(p.status in ("failed", "timed_out") for p in newest.probes)
         absent = sum(p.status == "not_available" for p in newest.probes)
         verdict = words.t("probes_count", ok=ok, failed=failed, absent=absent)
+        # files changed after collect: the evidence cannot be trusted as it is
+        outcome = "failed" if any(bundle.problems for bundle in bundles) else ""
     else:
         verdict = ""
     rows.append(
         Overview("evidence", words.t("evidence_title"), bool(bundles),
-                 [b.path for b in bundles], verdict, commands["evidence"])
+                 [b.path for b in bundles], verdict, commands["evidence"], outcome=outcome)
     )  # fmt: skip
     diagnosis = read.diagnosis
     verdict = ""
@@ -486,24 +721,27 @@ def _overview(
     )  # fmt: skip
     comparison = read.comparison
     baseline_paths = [b.path for b in read.baselines]
+    outcome = ""
     if comparison is not None:
         baseline_paths.append(COMPARISON_FILE)
+        regression = comparison.verdict == "regression"
         verdict = (
             words.tr(baseline_texts.VERDICT_REGRESSION, count=comparison.regressions)
-            if comparison.verdict == "regression"
+            if regression
             else words.tr(baseline_texts.VERDICT_OK, expected=comparison.expected)
         )
+        outcome = "failed" if regression else "passed"
     else:
         verdict = ", ".join(b.label for b in read.baselines)
     rows.append(
         Overview("baseline", words.t("baseline_title"), bool(baseline_paths), baseline_paths,
-                 verdict, commands["baseline"])
+                 verdict, commands["baseline"], outcome=outcome)
     )  # fmt: skip
-    verdict = _runs_verdict(runs, words)
+    verdict, outcome = _runs_verdict(runs, words)
     rows.append(
         Overview("validation", words.t("validation_title"), bool(runs),
                  [r.read.path for r in runs] + [c.path for c in read.prefix_checks],
-                 verdict, commands["validation"])
+                 verdict, commands["validation"], outcome=outcome)
     )  # fmt: skip
     record = read.record
     verdict = (
@@ -541,16 +779,23 @@ _STEP_OF_SECTION = {
 }
 
 
-def _runs_verdict(runs: Sequence[RunView], words: Words) -> str:
-    """The validation at a glance: the newest run's verdict, and how many of the runs passed
-    when they do not all agree (a failed run is never hidden behind a newer passing one)."""
+def _runs_verdict(runs: Sequence[RunView], words: Words) -> tuple[str, str]:
+    """The validation at a glance, and its outcome: one run's verdict; of several, how many
+    failed when any did (a failed run is never hidden behind a newer passing one: the outcome
+    is failed), else how many passed and the newest's verdict when they do not all agree."""
     if not runs:
-        return ""
+        return "", ""
     newest = runs[-1].verdict
+    failed = [run for run in runs if run.passed is False and not (run.run and run.run.interrupted)]
     passed = sum(run.passed is True for run in runs)
+    outcome = "failed" if failed else "passed" if passed == len(runs) else "warn"
     if len(runs) == 1 or passed == len(runs):
-        return newest
-    return words.t("runs_passed_of", passed=passed, total=len(runs), newest=newest)
+        return newest, outcome
+    if failed:
+        rungs = dict.fromkeys(run.failed_rung for run in failed if run.failed_rung)
+        said = words.t("runs_failed_of", failed=len(failed), total=len(runs))
+        return said + (f" ({', '.join(rungs)})" if rungs else ""), outcome
+    return words.t("runs_passed_of", passed=passed, total=len(runs), newest=newest), outcome
 
 
 def _facts(bundle: BundleRead, words: Words) -> list[tuple[str, str]]:
@@ -660,7 +905,7 @@ def _run_view(read: RunRead, words: Words) -> RunView:
         verdict = words.t("interrupted") + (f" ({failed})" if failed else "")
     else:
         verdict = words.t("failed") + (f" ({failed})" if failed else "")
-    view = RunView(read, run, verdict, run.passed)
+    view = RunView(read, run, verdict, run.passed, failed)
     view.ladder = ladder_chart(words.t("ladder"), _steps(run.rungs, words), words.seconds)
     by_name = {rung.name: rung for rung in run.rungs}
     concurrency = by_name.get("concurrency")
@@ -677,7 +922,7 @@ def _run_view(read: RunRead, words: Words) -> RunView:
                 Series(words.t("ttft_p50"), [_number(f.get("ttft_p50_s")) for _, f in rows], "p50"),
                 Series(words.t("ttft_p95"), [_number(f.get("ttft_p95_s")) for _, f in rows], "p95"),
             ],
-            lambda v: f"{v:.3f}" if v < 1 else f"{v:.2f}",
+            figure,
             words.t("seconds_axis"),
         )
         view.throughput = bar_chart(
@@ -690,7 +935,7 @@ def _run_view(read: RunRead, words: Words) -> RunView:
                     "throughput",
                 )
             ],
-            lambda v: f"{v:.1f}" if v < 1000 else f"{v:.0f}",
+            figure,
             words.t("tokens_axis"),
         )
     same = by_name.get("same_prefix")
@@ -719,7 +964,7 @@ def _run_view(read: RunRead, words: Words) -> RunView:
             words.t("ttft_prefix_chart"),
             [words.t("ttft_first"), words.t("ttft_repeats")],
             [Series(words.t("ttft_p50"), [first, repeats], "p50")],
-            lambda v: f"{v:.3f}",
+            figure,
             words.t("seconds_axis"),
         )
     return view

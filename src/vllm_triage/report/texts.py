@@ -42,6 +42,18 @@ MESSAGES: dict[str, str] = {
     "missing": N_("missing"),
     "not_needed": N_("not needed"),
     "runs_passed_of": N_("{passed} of {total} runs passed; the newest: {newest}"),
+    "runs_failed_of": N_("{failed} of {total} runs failed"),
+    # the first screen: the decision for the person who signs
+    "decision_title": N_("What is approved"),
+    "driver_unchanged": N_("no driver change: {driver} stays"),
+    "rollback_target": N_("Rollback target"),
+    "nodes_not_named": N_("not named in the plan (plan --nodes)"),
+    "widening_counts": N_("{met} met, {not_met} not met, {unknown} unknown"),
+    "no_proof": N_("no artifact proves it yet"),
+    "no_widening": N_("The plan sets no widening condition for this path."),
+    "open_risks": N_("Open risks"),
+    "no_risks": N_("The plan names no risk for this path."),
+    "steps_title": N_("Runbook steps"),
     # section titles
     "evidence_title": N_("Evidence"),
     "diagnosis_title": N_("Diagnosis"),

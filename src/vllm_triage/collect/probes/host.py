@@ -79,7 +79,7 @@ def collect(ctx: ProbeContext) -> ProbeOutput:
 
 def _own_or_node(
     ctx: ProbeContext, out: ProbeOutput, path: str, own: Callable[[], str], what: str
-) -> str:
+) -> str | None:
     """The node's value from its file; this machine's own only when the node is this machine:
     under --host-root, the machine running the tool (a debug pod) is not the node."""
     text = ctx.read_host_text(path)
@@ -87,8 +87,8 @@ def _own_or_node(
         return text.strip()
     if ctx.options.host_root == Path("/"):
         return own()
-    out.notes.append(f"{what}: {path} not readable under the host root; recorded as unknown")
-    return "unknown"
+    out.notes.append(f"{what}: {path} not readable under the host root; not recorded")
+    return None
 
 
 PROBE = Probe("host", collect, "node, OS, kernel, uptime, /dev/shm, cgroup limits, modules")
