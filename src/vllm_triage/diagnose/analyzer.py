@@ -949,9 +949,13 @@ def _choose(scans: Sequence[FileScan], serving: Serving, weighing: _Weighing) ->
     # followed only by refused requests names what the clients ran into.
     alarming = [h for h in failing if h.level != "WARNING"]
     refused = tier("request")
+    # A refusal that names a cause of the server's own setup (no chat template, no tool parser)
+    # is a failure after a healthy start, not a client's mistake: the server is not healthy.
+    misconfigured = [h for h, _ in refused if h.rule.signature.cause != "no_failure"]
     if (
         serving.started
         and not alarming
+        and not misconfigured
         and (not refused or serving.served or serving.stopped_by_signal)
         and unnamed_error(scans, [h for h, _ in live]) is None
     ):
@@ -970,7 +974,11 @@ def _choose(scans: Sequence[FileScan], serving: Serving, weighing: _Weighing) ->
     if requests:
         best = max(
             (h for h, _ in requests),
-            key=lambda h: (h.rule.signature.confidence, -h.first_line),
+            key=lambda h: (
+                h.rule.signature.cause != "no_failure",
+                h.rule.signature.confidence,
+                -h.first_line,
+            ),
         )
         _others_lost(live, best, weighing, N_("no root error; a refused request names the cause"))
         return _Choice(best)
