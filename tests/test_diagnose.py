@@ -656,3 +656,32 @@ def test_a_served_log_with_a_chat_template_error_after_start_up_is_chat_template
     result = diagnose(DiagnoseOptions(logs=(str(failing),)))
     assert (result.primary.cause, result.primary.phase) == ("chat_template", "after_start")
     assert result.primary.evidence[0].line > started + 1
+
+
+def test_a_message_two_causes_share_follows_the_base_rate_and_names_the_other(
+    tmp_path: Path,
+) -> None:
+    """ "Failed to infer device type" alone: in most real reports the process sees no GPU, so that
+    is the primary; the Python environment (a stale pynvml) is in the differential with the one
+    check that tells them apart, in the JSON and in the text."""
+    log = tmp_path / "device.log"
+    log.write_text("RuntimeError: Failed to infer device type\n")
+    done = run_cli("diagnose", str(log), "--case", str(tmp_path / "case"), "--format", "json")
+    assert done.exit_code == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["primary"]["cause"] == "no_gpu_visible"
+    (other,) = document["differential"]
+    assert other["cause"] == "dependency_mismatch" and 0 < other["weight"] < 0.5
+    assert "nvidia-smi" in other["check"] and "pynvml" in other["check"]
+    assert document["primary"]["weight"] == round(1 - other["weight"], 2)
+    text = run_cli("diagnose", str(log), "--case", str(tmp_path / "case")).stdout
+    assert "Also possible" in text and "dependency_mismatch" in text
+    # evidence that separates them leaves no doubt: an NVML error first names the cause
+    log.write_text(
+        "pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found\n"
+        "RuntimeError: Failed to infer device type\n"
+    )
+    named = json.loads(
+        run_cli("diagnose", str(log), "--case", str(tmp_path / "c2"), "--format", "json").stdout
+    )
+    assert named["primary"]["rule"] != "VT204 platform-not-detected"

@@ -24,13 +24,17 @@ import yaml
 from babel.messages.catalog import Catalog as PoCatalog
 from babel.messages.pofile import read_po
 from cli import run_cli
+from rich.console import Console
 from test_report import build_case
 
+from vllm_triage.baseline.models import Baseline
 from vllm_triage.bundle.models import Manifest
 from vllm_triage.collect.reasons import REASONS as PROBE_REASONS
 from vllm_triage.i18n import DOMAINS, LOCALE_DIR, Language, catalog
 from vllm_triage.knowledge import KnowledgeBase
-from vllm_triage.render.baseline import PROBE_STATUSES
+from vllm_triage.prefix import check as prefix_texts
+from vllm_triage.prefix.models import PrefixReport
+from vllm_triage.render.baseline import PROBE_STATUSES, RUNTIMES, capture_renderable
 from vllm_triage.render.diagnosis import CERTAINTIES, ROLES, VERDICTS
 from vllm_triage.validate.models import ValidationRun
 from vllm_triage.validate.reasons import REASONS as RUN_REASONS
@@ -277,6 +281,73 @@ def test_the_report_page_says_status_words_and_reasons(
         assert said != reason and reason not in text and said.split(": ")[0] in text, reason
     left = [english for english in _phrases(language) if _as_words(english).search(text)]
     assert not left, f"{language}: left in English: {left}"
+
+
+@pytest.mark.parametrize("language", TRANSLATED)
+def test_the_report_page_says_the_prefix_check_the_facts_and_the_baselines(
+    whole_case: Path, language: Language, kb: KnowledgeBase
+) -> None:
+    """What the artifacts keep in English and the page shows: the prefix check's launch check
+    (the recipe's reason it quotes included), its first pair and unit; the container's state and
+    where vLLM came from; a baseline's container runtimes and where it read NCCL's version and
+    transport."""
+    tr = catalog(language)
+    result = run_cli("report", "--case", str(whole_case), "--lang", language)
+    assert result.exit_code == 0, result.stderr
+    text = _prose((whole_case / "report.html").read_text(encoding="utf-8"))
+    for english in (
+        "needs --enable-prefix-caching given explicitly",
+        "to the launch command",
+        "Prefix caching is off by default",
+        "lines 1 and 2",
+        "(characters)",
+        "(runtimes:",
+        "settings and RDMA ports",
+        "(log nccl",
+    ):
+        assert english not in text, (language, english)
+    for value in ("exited", "image-bundled"):
+        assert not _as_words(value).search(text), (language, value)
+    (path,) = (whole_case / "prefix-check").glob("*.json")
+    launch = PrefixReport.model_validate_json(path.read_text()).launch
+    assert launch is not None and launch.fix
+    why = next(f.why for f in kb.recipes["kimi-k3"].profiles[0].flags if "128" in f.why)
+    assert tr(why) != why and tr(why) in text
+    for said in (
+        prefix_texts.launch_said(tr, launch.summary),
+        prefix_texts.launch_said(tr, launch.fix),
+        tr(prefix_texts.FIRST_PAIR, a=1, b=2),
+        tr("{compared} requests compared ({unit})", compared=4, unit=tr("characters")),
+        tr("exited"),
+        tr("bundled in the image"),
+        tr(RUNTIMES, runtimes="nvidia, runc"),
+        tr("settings and RDMA ports"),
+    ):
+        assert SCRIPT[language].search(said) and said in text, (language, said)
+
+
+@pytest.mark.parametrize("language", TRANSLATED)
+def test_the_terminal_says_a_baselines_runtimes_and_where_nccl_was_read(
+    whole_case: Path, language: Language
+) -> None:
+    tr = catalog(language)
+    baseline = Baseline.model_validate_json(
+        (whole_case / "baselines" / "after" / "baseline.json").read_text()
+    )
+    assert baseline.communication and baseline.communication.nccl_version_source
+    assert baseline.communication.nccl_version_source.startswith("log ")
+    console = Console(width=200, record=True)
+    console.print(capture_renderable(baseline, "baselines/after", language))
+    out = console.export_text()
+    for english in ("runtimes:", "settings and RDMA ports", "(log "):
+        assert english not in out, (language, english)
+    name = baseline.communication.nccl_version_source.removeprefix("log ")
+    for said in (
+        tr(RUNTIMES, runtimes="nvidia, runc"),
+        tr("settings and RDMA ports"),
+        tr("log {name}", name=name),
+    ):
+        assert said in out, (language, said)
 
 
 def _as_words(phrase: str) -> re.Pattern[str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import string
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,13 +20,19 @@ from cli import run_cli as run_in
 from deadlines import ends_in_time
 
 from vllm_triage.errors import InputError
+from vllm_triage.i18n import Language, catalog
 from vllm_triage.knowledge import load_knowledge
 from vllm_triage.launch import parse_launch_command
 from vllm_triage.prefix.check import (
+    FIRST_PAIR,
+    LAUNCH_TEXTS,
+    REQUIRED,
+    UNITS,
     PrefixCheckOptions,
     check_launch,
     common_prefix,
     excerpt,
+    launch_said,
     load_requests,
     prefix_check,
     render_canonical,
@@ -601,6 +609,50 @@ def test_launch_in_the_report() -> None:
         PrefixCheckOptions(clean_set(), launch="vllm serve moonshotai/Kimi-K3 --trust-remote-code")
     )
     assert report.launch is not None and report.launch.status == "required_not_given"
+
+
+@pytest.mark.parametrize("language", ["ko", "ja"])
+def test_a_launch_check_is_said_in_the_readers_language(language: Language) -> None:
+    """The report keeps the launch check's sentences in English; each is said in the reader's
+    language through its template, the recipe's reason it quotes too, though that reason holds
+    "; " (K3's: Catalog.composed alone would cut the sentence there and leave the rest English)."""
+    tr = catalog(language)
+    kb = load_knowledge()
+    check = check_launch(parse_launch_command("vllm serve moonshotai/Kimi-K3"), kb)
+    recipe = kb.recipes["kimi-k3"]
+    profile = kb.recipe_profile(recipe)
+    why = next(f.why for f in profile.flags if f.flag == "--enable-prefix-caching")
+    assert "; " in why and tr(why) != why
+    assert launch_said(tr, check.summary) == tr(
+        REQUIRED,
+        recipe_name=recipe.name,
+        profile=profile.id,
+        profile_name=profile.name,
+        why=tr(why),
+    )
+    assert launch_said(catalog("en"), check.summary) == check.summary
+    names = {p.id: p.name for p in recipe.profiles}
+    for command, named in [
+        ("vllm serve moonshotai/Kimi-K3", None),
+        ("vllm serve moonshotai/Kimi-K3 --no-enable-prefix-caching", None),
+        ("vllm serve moonshotai/Kimi-K3 --no-enable-prefix-caching", "pd-decode"),
+        ("vllm serve moonshotai/Kimi-K3 --enable-prefix-caching", None),
+        ("vllm serve moonshotai/Kimi-K3 --enable-prefix-caching", "pd-decode"),
+        ("vllm serve moonshotai/Kimi-K3", "pd-decode"),
+        ("vllm serve Qwen/Qwen3-8B", None),
+    ]:
+        launch = check_launch(parse_launch_command(command), kb, named)
+        for text in filter(None, (launch.summary, launch.fix)):
+            words = launch_said(tr, text)
+            # English left, but for the profile's name (RecipeProfile.name is no Text)
+            left = words.replace(names.get(launch.profile or "", "\0"), "")
+            assert words != text and not re.search(r"[a-z]+ [a-z]+ [a-z]+", left), words
+    # every template, filled in, comes back as its own translation
+    for template in LAUNCH_TEXTS:
+        values = {name: f"<{name}>" for _, name, _, _ in string.Formatter().parse(template) if name}
+        assert launch_said(tr, template.format(**values)) == tr(template, **values), template
+    assert tr.composed(FIRST_PAIR.format(a=1, b=2), (FIRST_PAIR,)) == tr(FIRST_PAIR, a=1, b=2)
+    assert all(tr.word(UNITS, unit) != unit for unit in UNITS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -138,6 +138,15 @@ class Wording(Artifact):
     avoid: list[Said] = Field(default_factory=list)
 
 
+class DifferentialCause(Artifact):
+    """Another cause the evidence fits: its share of the real reports with this evidence, and
+    the one check that tells it from the primary."""
+
+    cause: FailureClass
+    weight: float = Field(ge=0.0, le=1.0)
+    check: str = Field(description="English; the knowledge base's message id")
+
+
 class Finding(Artifact):
     """One failure cause with the lines that prove it and what to do (and not do) about it."""
 
@@ -163,6 +172,10 @@ class Finding(Artifact):
     count_exact: bool | None = Field(
         default=None,
         description="False: `count` is a lower bound (not every later line was read); None: no count",
+    )
+    # Added in issue 21: for evidence several causes share, this cause's base rate.
+    weight: float | None = Field(
+        default=None, description="this cause's share of the real reports with this evidence"
     )
 
 
@@ -372,6 +385,11 @@ class Diagnosis(CaseArtifact):
     notes_wording: list[Said] = Field(
         default_factory=list,
         description="the notes' templates and values, one per note (empty: as they are)",
+    )
+    differential: list[DifferentialCause] = Field(
+        default_factory=list,
+        description="the other causes the primary's evidence fits, by weight, each with the "
+        "check that tells it from the primary",
     )
     host: HostView = Field(
         default_factory=HostView, description="the node's facts, each once, with its source"

@@ -64,6 +64,7 @@ from vllm_triage.inputs import STDIN, open_input
 from vllm_triage.interrupts import shielded, stopped_by_signals
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.redact import Redactor
+from vllm_triage.render.baseline import CONTAINER_LOG_SOURCE, LOG_SOURCE, SETTINGS_SOURCE
 
 # The probes of collect that see what a driver change can disturb.
 PROBE_NAMES = ("gpu", "host", "container", "communication")
@@ -433,10 +434,10 @@ def _communication(
     )
     version, version_source = facts.nccl_version, facts.nccl_version_source
     transport = source = None
-    heads = [(f"log {log.name}", _log_head(log)) for log in logs]
+    heads = [(LOG_SOURCE.format(name=log.name), _log_head(log)) for log in logs]
     container_log = files.get("logs/container.log")
     if container_log is not None:
-        heads.append(("the container's log", _raw_text(container_log)[:_LOG_HEAD]))
+        heads.append((CONTAINER_LOG_SOURCE, _raw_text(container_log)[:_LOG_HEAD]))
     for where, head in heads:
         if version is None and (found := nccl_from_log(head)):
             version, version_source = found, where
@@ -444,7 +445,7 @@ def _communication(
             transport, source = used, where
     if transport is None:
         transport = parsers.nccl_transport(facts.settings, devices if sources else [])
-        source = "settings and RDMA ports" if transport is not None else None
+        source = SETTINGS_SOURCE if transport is not None else None
     interfaces = parsers.interfaces(_raw_text(files.get("communication/ip-address.json")))
     return Communication(
         nccl_version=version,

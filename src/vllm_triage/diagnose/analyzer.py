@@ -34,6 +34,7 @@ from vllm_triage.models import (
     CompatVerdict,
     CompatWording,
     Diagnosis,
+    DifferentialCause,
     Evidence,
     Fact,
     Finding,
@@ -1092,6 +1093,9 @@ def analyze(
 
     if primary is None:
         primary = _unknown(scans, serving)
+    differential, weight = _differential(primary_hit, primary)
+    if weight is not None:
+        primary = primary.model_copy(update={"weight": weight})
     for scan in scans:
         if scan.restarts:
             notes.append(
@@ -1122,7 +1126,34 @@ def analyze(
         serving=serving,
         decision=weighing.matches,
         notes_wording=notes if any(note.fields for note in notes) else [],
+        differential=differential,
     )
+
+
+def _differential(
+    hit: Hit | None, primary: Finding
+) -> tuple[list[DifferentialCause], float | None]:
+    """The other causes the primary's evidence fits, by their share of the real reports with it
+    (the signature's differential), and the primary's own share; none when the primary is not
+    that signature's finding."""
+    if hit is None or primary.rule != _rule_name(hit):
+        return [], None
+    found = hit.rule.signature.differential
+    if found is None:
+        return [], None
+    total = sum(alternative.reports for alternative in found.causes)
+    ranked = sorted(found.causes, key=lambda alternative: -alternative.reports)
+    others = [
+        DifferentialCause(
+            cause=alternative.cause,
+            weight=round(alternative.reports / total, 2),
+            check=alternative.check,
+        )
+        for alternative in ranked
+        if alternative.cause != primary.cause
+    ]
+    own = next((a.reports for a in found.causes if a.cause == primary.cause), None)
+    return others, round(own / total, 2) if own is not None else None
 
 
 def _weigh_versions(

@@ -407,6 +407,25 @@ class Phases(Provenance, frozen=True, kw_only=True):
     facts: list[LogFactRule] = msgspec.field(default_factory=list)
 
 
+class Alternative(_Knowledge, frozen=True, kw_only=True):
+    """One cause a signature's evidence fits, with how many real reports it was, and the one
+    check that tells it from the others."""
+
+    cause: FailureClass
+    reports: Annotated[
+        int, msgspec.Meta(ge=1, description="labelled real reports with this evidence and cause")
+    ]
+    check: Text
+
+
+class Differential(_Knowledge, frozen=True, kw_only=True):
+    """The causes a message shared by several causes stands for, counted from real reports: the
+    signature's own cause is the most frequent (its base rate decides the primary)."""
+
+    causes: Annotated[list[Alternative], msgspec.Meta(min_length=2)]
+    source: Annotated[str, msgspec.Meta(min_length=3)]
+
+
 class Signature(_Knowledge, frozen=True, kw_only=True):
     """A log signature, in the style of a lint rule: stable id, evidence patterns, advice, tests."""
 
@@ -433,8 +452,20 @@ class Signature(_Knowledge, frozen=True, kw_only=True):
     certainty: Certainty
     as_of: date
     examples: Examples
+    differential: Differential | None = None
 
     def _check(self) -> None:
+        if self.differential is not None:
+            with _field("differential"):
+                counts = {c.cause: c.reports for c in self.differential.causes}
+                if len(counts) != len(self.differential.causes):
+                    raise ValueError("a cause is listed twice")
+                if max(counts, key=lambda cause: counts[cause]) != self.cause or (
+                    list(counts.values()).count(counts.get(self.cause, 0)) > 1
+                ):
+                    raise ValueError(
+                        f"the signature's cause {self.cause} must be the most frequent one"
+                    )
         with _field("patterns"):
             for pattern in self.patterns:
                 check_portable_pattern(pattern)
@@ -449,7 +480,7 @@ class Signature(_Knowledge, frozen=True, kw_only=True):
 
 class RecipeFlag(_Knowledge, frozen=True, kw_only=True):
     flag: str
-    why: str
+    why: Text
     severity: Annotated[
         Literal["error", "warning"],
         msgspec.Meta(

@@ -21,14 +21,17 @@ import importlib
 import json
 import os
 import re
+import string
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from vllm_triage.errors import InputError
+from vllm_triage.i18n import N_, Catalog
 from vllm_triage.inputs import Fingerprint, open_input, read_errors
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.knowledge.schema import PrefixShape, PrefixShapes, ShapeKind
@@ -71,6 +74,128 @@ SHAPE_WINDOW = 80  # characters searched on each side of a divergence for a shap
 CONTINUATION = 32  # identical characters after the volatile value that make it a cache problem
 MASKS: dict[ShapeKind, str] = {"timestamp": "<timestamp>", "random_id": "<id>"}
 _FIXABLE: frozenset[DivergenceClass] = frozenset({"timestamp", "random_id", "tools_reordered"})
+
+# ---------------------------------------------------------------------------------------------
+# The report's sentences, as message templates. The report keeps them in English, filled in (the
+# launch check's summary and fix, a class's first pair); a rendering in Korean or Japanese finds
+# each one's template again and says it with the same values (launch_said, Catalog.composed for
+# the first pair), the recipe's reason a launch sentence quotes (a knowledge text) through the
+# catalog too. The unit is a word (UNITS, Catalog.word).
+
+OFF_AS_PROFILE = N_(
+    "The launch command turns prefix caching off, as the {recipe} recipe's {profile} profile "
+    "does: {why}"
+)
+OFF = N_(
+    "The launch command turns prefix caching off (--no-enable-prefix-caching): no request reuses "
+    "another's prefix, whatever the requests look like (intended only on the decode side of a "
+    "prefill/decode split)."
+)
+OFF_NOT_DECODE = N_(
+    "The launch command turns prefix caching off (--no-enable-prefix-caching): no request reuses "
+    "another's prefix, whatever the requests look like (intended only on the decode side of a "
+    "prefill/decode split). If this is that server, check it under the {recipe} recipe's "
+    "{profiles} profile, which turns it off too."
+)
+FIX_REPLACE_OFF = N_("Replace --no-enable-prefix-caching with {flags}.")
+ON = N_("--enable-prefix-caching is given.")
+ON_ALSO = N_("--enable-prefix-caching is given. The {recipe} recipe also advises {flags}: {why}")
+ON_PROFILE_OFF = N_(
+    "--enable-prefix-caching is given. The {recipe} recipe's {profile} profile turns it off "
+    "(--no-enable-prefix-caching): no problem for prefix reuse, but the launch differs from the "
+    "recipe."
+)
+ON_ALSO_PROFILE_OFF = N_(
+    "--enable-prefix-caching is given. The {recipe} recipe also advises {flags}: {why} The "
+    "{recipe} recipe's {profile} profile turns it off (--no-enable-prefix-caching): no problem "
+    "for prefix reuse, but the launch differs from the recipe."
+)
+FIX_ADD = N_("Add {flags}.")
+REQUIRED = N_(
+    "{recipe_name} needs --enable-prefix-caching given explicitly in its {profile} profile "
+    "({profile_name}), and the launch command does not give it: {why}"
+)
+FIX_ADD_TO_LAUNCH = N_("Add {flags} to the launch command.")
+NOT_GIVEN_PROFILE_OFF = N_(
+    "--enable-prefix-caching is not given, and the {recipe} recipe's {profile} profile turns "
+    "prefix caching off explicitly: {why} The default of the vLLM version applies meanwhile (off "
+    "for hybrid models)."
+)
+FIX_GIVE_OFF = N_("Give --no-enable-prefix-caching as the recipe does.")
+NOT_GIVEN = N_(
+    "--enable-prefix-caching is not given, so the vLLM version's default applies: on for "
+    "standard-attention models in the V1 engine, off for hybrid models (Mamba-, KDA- or "
+    "GDN-style layers). The engine's start-up line `Initializing a V1 LLM engine ... "
+    "enable_prefix_caching=...` shows which took effect."
+)
+FIX_GIVE_ON = N_("Give --enable-prefix-caching explicitly to stop depending on the default.")
+LAUNCH_TEXTS: tuple[str, ...] = (
+    OFF_AS_PROFILE,
+    OFF,
+    OFF_NOT_DECODE,
+    FIX_REPLACE_OFF,
+    ON,
+    ON_ALSO,
+    ON_PROFILE_OFF,
+    ON_ALSO_PROFILE_OFF,
+    FIX_ADD,
+    REQUIRED,
+    FIX_ADD_TO_LAUNCH,
+    NOT_GIVEN_PROFILE_OFF,
+    FIX_GIVE_OFF,
+    NOT_GIVEN,
+    FIX_GIVE_ON,
+)
+"""Every sentence of a LaunchCheck's summary and fix."""
+# a launch that turns prefix caching on: (the recipe advises more flags, its profile turns it off)
+_ENABLED = {
+    (False, False): ON,
+    (True, False): ON_ALSO,
+    (False, True): ON_PROFILE_OFF,
+    (True, True): ON_ALSO_PROFILE_OFF,
+}
+FIRST_PAIR = N_("lines {a} and {b}")
+UNITS: dict[str, str] = {"tokens": N_("tokens"), "characters": N_("characters")}
+"""The report's unit (PrefixReport.unit) in words."""
+
+
+def launch_said(tr: Catalog, text: str) -> str:
+    """A LaunchCheck's summary or fix in the catalog's language: its template found again and
+    said with the same values, the recipe's reason it quotes ({why}, a knowledge text) through the
+    catalog too. Matched whole: the reason may hold "; ", where Catalog.composed would cut the
+    sentence in two. A text made from none of the templates is said as Catalog.composed says it."""
+    if tr.language == "en" or not text:
+        return text
+    for template in _LAUNCH_BY_FIXED_WORDS:
+        found = _launch_pattern(template).fullmatch(text)
+        if found is not None:
+            values = found.groupdict()
+            if "why" in values:
+                values["why"] = tr(values["why"])
+            return tr(template, **values)
+    return tr.composed(text, LAUNCH_TEXTS)
+
+
+def _fixed_words(template: str) -> int:
+    return sum(len(literal) for literal, _, _, _ in string.Formatter().parse(template))
+
+
+# the templates with more fixed words first, so that "Add {flags}." is tried after the others
+_LAUNCH_BY_FIXED_WORDS = sorted(LAUNCH_TEXTS, key=_fixed_words, reverse=True)
+
+
+@cache
+def _launch_pattern(template: str) -> re.Pattern[str]:
+    """A template's fixed words as they are, each {field} the shortest text that fits, a field
+    named twice the same text both times."""
+    pattern, named = "", set()
+    for literal, name, _, _ in string.Formatter().parse(template):
+        pattern += re.escape(literal)
+        if name is not None:
+            pattern += f"(?P={name})" if name in named else f"(?P<{name}>.+?)"
+            named.add(name)
+    return re.compile(pattern, re.DOTALL)
+
 
 # ---------------------------------------------------------------------------------------------
 # Input
@@ -807,7 +932,6 @@ def check_launch(
     flags = kb.recipe_flags(recipe, profile) if recipe else []
     required = next((f for f in flags if f.flag == PREFIX_CACHING_FLAG), None)
     turned_off = next((f for f in flags if f.flag == PREFIX_CACHING_OFF_FLAG), None)
-    where = f"the {recipe.id} recipe's {chosen.id} profile" if recipe and chosen else "the recipe"
     also = (
         [
             f
@@ -822,75 +946,56 @@ def check_launch(
         "recipe": recipe.id if recipe else None,
         "profile": chosen.id if chosen else None,
     }
+    # the recipe and profile a sentence names (a flag of the recipe implies both)
+    names = {"recipe": recipe.id, "profile": chosen.id} if recipe and chosen else {}
     if launch.enable_prefix_caching is False:
         if turned_off:
             return LaunchCheck(
                 status="disabled",
                 problem=False,
-                summary=f"The launch command turns prefix caching off, as {where} does: "
-                f"{turned_off.why}",
+                summary=OFF_AS_PROFILE.format(**names, why=turned_off.why),
                 **base,
             )
-        summary = (
-            "The launch command turns prefix caching off (--no-enable-prefix-caching): "
-            "no request reuses another's prefix, whatever the requests look like (intended only "
-            "on the decode side of a prefill/decode split)."
-        )
+        summary = OFF
         if recipe and profile is None:
             decode = [p.id for p in recipe.profiles if p.mode == "decode"]
             if decode:
-                summary += (
-                    f" If this is that server, check it under the {recipe.id} recipe's "
-                    f"{', '.join(decode)} profile, which turns it off too."
-                )
+                summary = OFF_NOT_DECODE.format(recipe=recipe.id, profiles=", ".join(decode))
         return LaunchCheck(
             status="disabled",
             problem=True,
             summary=summary,
-            fix=f"Replace --no-enable-prefix-caching with {' '.join([PREFIX_CACHING_FLAG, *also])}.",
+            fix=FIX_REPLACE_OFF.format(flags=" ".join([PREFIX_CACHING_FLAG, *also])),
             **base,
         )
     if launch.enable_prefix_caching:
-        summary = f"{PREFIX_CACHING_FLAG} is given."
-        fix = None
-        if also and required:
-            summary += f" The {recipe.id if recipe else ''} recipe also advises {', '.join(also)}: {required.why}"
-            fix = f"Add {' '.join(also)}."
-        if turned_off:
-            summary += (
-                f" {where[0].upper()}{where[1:]} turns it off ({PREFIX_CACHING_OFF_FLAG}): no "
-                "problem for prefix reuse, but the launch differs from the recipe."
-            )
+        advice = {"flags": ", ".join(also), "why": required.why} if required and also else {}
+        summary = _ENABLED[bool(advice), bool(turned_off)].format(**names, **advice)
+        fix = FIX_ADD.format(flags=" ".join(also)) if advice else None
         return LaunchCheck(status="enabled", problem=False, summary=summary, fix=fix, **base)
     if required and recipe and chosen:
         return LaunchCheck(
             status="required_not_given",
             problem=True,
-            summary=f"{recipe.name} needs {PREFIX_CACHING_FLAG} given explicitly in its "
-            f"{chosen.id} profile ({chosen.name}), and the launch command does not give it: "
-            f"{required.why}",
-            fix=f"Add {' '.join([PREFIX_CACHING_FLAG, *also])} to the launch command.",
+            summary=REQUIRED.format(
+                recipe_name=recipe.name,
+                profile=chosen.id,
+                profile_name=chosen.name,
+                why=required.why,
+            ),
+            fix=FIX_ADD_TO_LAUNCH.format(flags=" ".join([PREFIX_CACHING_FLAG, *also])),
             **base,
         )
     if turned_off:
         return LaunchCheck(
             status="not_given",
             problem=False,
-            summary=f"{PREFIX_CACHING_FLAG} is not given, and {where} turns prefix caching off "
-            f"explicitly: {turned_off.why} The default of the vLLM version applies meanwhile "
-            "(off for hybrid models).",
-            fix=f"Give {PREFIX_CACHING_OFF_FLAG} as the recipe does.",
+            summary=NOT_GIVEN_PROFILE_OFF.format(**names, why=turned_off.why),
+            fix=FIX_GIVE_OFF,
             **base,
         )
     return LaunchCheck(
-        status="not_given",
-        problem=False,
-        summary=f"{PREFIX_CACHING_FLAG} is not given, so the vLLM version's default applies: on "
-        "for standard-attention models in the V1 engine, off for hybrid models (Mamba-, KDA- or "
-        "GDN-style layers). The engine's start-up line `Initializing a V1 LLM engine ... "
-        "enable_prefix_caching=...` shows which took effect.",
-        fix=f"Give {PREFIX_CACHING_FLAG} explicitly to stop depending on the default.",
-        **base,
+        status="not_given", problem=False, summary=NOT_GIVEN, fix=FIX_GIVE_ON, **base
     )
 
 
@@ -942,7 +1047,7 @@ def _class_counts(divergences: Sequence[Divergence], known: PrefixShapes) -> lis
             kind=kind,
             pairs=count,
             expected=kind in EXPECTED_CLASSES,
-            first_pair=f"lines {first_of[kind].a_line} and {first_of[kind].b_line}",
+            first_pair=FIRST_PAIR.format(a=first_of[kind].a_line, b=first_of[kind].b_line),
             fix=known.fix(kind),
         )
         for kind, count in sorted(

@@ -36,6 +36,15 @@ PROBE_STATUSES = {
     "failed": N_("failed"),
     "timed_out": N_("timed out"),
 }
+# Where the NCCL version or transport was read (Communication.nccl_version_source and
+# nccl_transport_source): baseline capture and the communication probe keep it in English, the
+# rows say it through the catalog.
+LOG_SOURCE = N_("log {name}")
+CONTAINER_LOG_SOURCE = N_("the container's log")
+SETTINGS_SOURCE = N_("settings and RDMA ports")
+IMAGE_ENV_SOURCE = N_("image env NCCL_VERSION")
+SOURCES = (LOG_SOURCE, CONTAINER_LOG_SOURCE, SETTINGS_SOURCE, IMAGE_ENV_SOURCE)
+RUNTIMES = N_("(runtimes: {runtimes})")
 
 
 @dataclass(frozen=True)
@@ -148,13 +157,13 @@ def capture_rows(baseline: Baseline, tr: Catalog) -> list[tuple[str, str]]:
     if container and container.engine and container.engine != "none":
         engine = f"{container.engine} {container.engine_version or '?'}"
         if container.runtimes:
-            engine += f" (runtimes: {', '.join(container.runtimes)})"
+            engine += " " + tr(RUNTIMES, runtimes=", ".join(container.runtimes))
     nccl = None
     if comm and comm.nccl_version:
-        nccl = f"{comm.nccl_version} ({comm.nccl_version_source or '?'})"
+        nccl = f"{comm.nccl_version} ({_source(comm.nccl_version_source, tr)})"
     transport = None
     if comm and comm.nccl_transport:
-        transport = f"{comm.nccl_transport} ({comm.nccl_transport_source or '?'})"
+        transport = f"{comm.nccl_transport} ({_source(comm.nccl_transport_source, tr)})"
     rdma = None
     if comm and comm.rdma_sources:
         rdma = f"{len(comm.rdma_devices)} ({', '.join(comm.rdma_sources)})"
@@ -180,6 +189,10 @@ def capture_rows(baseline: Baseline, tr: Catalog) -> list[tuple[str, str]]:
         (tr(texts.LABEL_INTERFACES), _value(interfaces, tr)),
         (tr(texts.LABEL_ENDPOINT), _endpoint(baseline, tr)),
     ]
+
+
+def _source(source: str | None, tr: Catalog) -> str:
+    return tr.composed(source, SOURCES) if source else "?"
 
 
 def _endpoint(baseline: Baseline, tr: Catalog) -> str:

@@ -47,6 +47,10 @@ LABELS: dict[str, str] = {
     "cuda_build": N_("CUDA build"),
     "gpu": N_("GPU"),
     "gpu_value": N_("{model}, compute capability {capability}"),
+    "differential": N_(
+        "Also possible ({primary} is {share} of the real reports with this evidence): {others}"
+    ),
+    "differential_cause": N_("{cause} {share}, to tell it apart: {check}"),
     "min_driver": N_("Minimum driver (to start)"),
     "toolkit_driver": N_("Toolkit's driver"),
     "recommended_driver": N_("Recommended driver"),
@@ -244,5 +248,29 @@ def localized(diagnosis: Diagnosis, language: Language) -> Diagnosis:
             "compat": compat,
             "notes": _composed(diagnosis.notes_wording, diagnosis.notes, words),
             "decision": [_localized_match(m, words) for m in diagnosis.decision],
+            "differential": [
+                other.model_copy(update={"check": words.tr(other.check)})
+                for other in diagnosis.differential
+            ],
         }
+    )
+
+
+def differential_line(diagnosis: Diagnosis, words: Words) -> str | None:
+    """The other causes the primary's evidence fits, in one line: each with its share of the
+    real reports and the check that tells it apart."""
+    if not diagnosis.differential:
+        return None
+    others = "; ".join(
+        words.label(
+            "differential_cause", cause=other.cause, share=f"{other.weight:.0%}", check=other.check
+        )
+        for other in diagnosis.differential
+    )
+    share = diagnosis.primary.weight
+    return words.label(
+        "differential",
+        primary=diagnosis.primary.cause,
+        share=f"{share:.0%}" if share is not None else "?",
+        others=others,
     )

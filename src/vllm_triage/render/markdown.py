@@ -23,15 +23,17 @@ def diagnosis_markdown(
     diagnosis: Diagnosis, explain: bool = False, language: Language = "en"
 ) -> str:
     """The diagnosis for a ticket (and the case's diagnosis.md), in `language`."""
-    from vllm_triage.render.diagnosis import ROLES, VERDICTS, Words, localized
+    from vllm_triage.render.diagnosis import ROLES, VERDICTS, Words, differential_line, localized
 
     words = Words(language)
+    said = localized(diagnosis, language)
     return (
         _env()
         .get_template("diagnosis.md.j2")
         .render(
-            d=localized(diagnosis, language), explain=explain, t=words.label, word=words.tr.word,
+            d=said, explain=explain, t=words.label, word=words.tr.word,
             shown=words.shown, verdicts=VERDICTS, roles=ROLES,
+            differential=differential_line(said, words),
         )
     )  # fmt: skip
 

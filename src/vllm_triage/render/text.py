@@ -10,7 +10,14 @@ from rich.text import Text
 
 from vllm_triage.i18n import Language
 from vllm_triage.models import CompatVerdict, Diagnosis, Fact, Finding, Serving
-from vllm_triage.render.diagnosis import ROLES, VERDICTS, Words, localized, localized_compat
+from vllm_triage.render.diagnosis import (
+    ROLES,
+    VERDICTS,
+    Words,
+    differential_line,
+    localized,
+    localized_compat,
+)
 
 _VERDICT_STYLE = {
     "compatible": "bold green",
@@ -226,6 +233,8 @@ def diagnosis_renderable(
         Text(f"{', '.join(diagnosis.inputs)}: {logs_read}", style="dim"),
         _finding_panel(diagnosis.primary, words),
     ]
+    if (line := differential_line(diagnosis, words)) is not None:
+        parts.append(Text(line, style="yellow"))
     if diagnosis.compat:
         parts.append(compat_renderable(diagnosis.compat, words))
     if diagnosis.serving is not None and (

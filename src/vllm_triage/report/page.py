@@ -30,9 +30,10 @@ from vllm_triage.baseline import texts as baseline_texts
 from vllm_triage.baseline.models import BaselineComparison
 from vllm_triage.collect.reasons import REASONS as PROBE_REASONS
 from vllm_triage.fleet.models import STATUSES
-from vllm_triage.i18n import Catalog, Language, catalog
+from vllm_triage.i18n import N_, Catalog, Language, catalog
 from vllm_triage.plan import messages as plan_texts
 from vllm_triage.plan.models import Plan
+from vllm_triage.prefix import check as prefix_texts
 from vllm_triage.record import messages as record_texts
 from vllm_triage.redact import Redactor
 from vllm_triage.render.baseline import capture_rows, finding
@@ -53,6 +54,7 @@ from vllm_triage.report.gather import (
     BundleRead,
     CaseRead,
     FleetRead,
+    PrefixRead,
     RecordRead,
     RunRead,
 )
@@ -223,6 +225,7 @@ def render_page(read: CaseRead, language: Language, made_at: datetime) -> str:
     quoted = shlex.quote(read.case)
     commands = {key: command.format(case=quoted) for key, command in MAKE_COMMANDS.items()}
     runs = [_run_view(run, words) for run in read.runs]
+    read = replace(read, prefix_checks=[_prefix_read(c, words) for c in read.prefix_checks])
     token = _REDACTOR.set(Redactor())
     try:
         return _render(
@@ -798,6 +801,25 @@ def _runs_verdict(runs: Sequence[RunView], words: Words) -> tuple[str, str]:
     return words.t("runs_passed_of", passed=passed, total=len(runs), newest=newest), outcome
 
 
+# A container's state (docker/podman State.Status) and where vLLM came from (VllmFacts.origin) in
+# words; another value is shown as it is.
+CONTAINER_STATES = {
+    "created": N_("created"),
+    "running": N_("running"),
+    "paused": N_("paused"),
+    "restarting": N_("restarting"),
+    "removing": N_("removing"),
+    "exited": N_("exited"),
+    "dead": N_("dead"),
+}
+VLLM_ORIGINS = {
+    "image-bundled": N_("bundled in the image"),
+    "pip": N_("installed with pip"),
+    "source": N_("built from source"),
+    "unknown": N_("origin unknown"),
+}
+
+
 def _facts(bundle: BundleRead, words: Words) -> list[tuple[str, str]]:
     """The facts an approver looks for first, each on one line, from what the probes parsed."""
     facts = bundle.facts
@@ -845,7 +867,7 @@ def _facts(bundle: BundleRead, words: Words) -> list[tuple[str, str]]:
                 "fact_container_value",
                 engine=container.engine,
                 version=container.engine_version or "",
-                status=container.status or "?",
+                status=words.tr.word(CONTAINER_STATES, container.status or "?"),
                 code=container.exit_code if container.exit_code is not None else "?",
             ),
         )
@@ -864,7 +886,8 @@ def _facts(bundle: BundleRead, words: Words) -> list[tuple[str, str]]:
         add("fact_pod", f"{pod.namespace}/{pod.pod} ({pod.node or '?'})")
     vllm = facts.vllm
     if vllm is not None:
-        add("fact_vllm", " ".join(p for p in (vllm.version, vllm.origin, vllm.commit) if p))
+        origin = words.tr.word(VLLM_ORIGINS, vllm.origin) if vllm.origin else None
+        add("fact_vllm", " ".join(p for p in (vllm.version, origin, vllm.commit) if p))
     communication = facts.communication
     if communication is not None:
         add("fact_nccl", communication.nccl_version)
@@ -982,6 +1005,33 @@ def _steps(rungs: Sequence[RungResult], words: Words) -> list[Step]:
         else:
             steps.append(Step(name, rung.status, words.status(rung.status), rung.duration_s))
     return steps
+
+
+def _prefix_read(check: PrefixRead, words: Words) -> PrefixRead:
+    """A prefix check as the page shows it: its launch check's sentences, each class's first pair
+    and its unit in the page's language (the report keeps them in English)."""
+    tr = words.tr
+    if tr.language == "en":
+        return check
+    report = check.report
+    launch = report.launch
+    if launch is not None:
+        said = {"summary": prefix_texts.launch_said(tr, launch.summary)}
+        if launch.fix:
+            said["fix"] = prefix_texts.launch_said(tr, launch.fix)
+        launch = launch.model_copy(update=said)
+    pair = (prefix_texts.FIRST_PAIR,)
+    classes, after_fixes = (
+        [c.model_copy(update={"first_pair": tr.composed(c.first_pair, pair)}) for c in counts]
+        for counts in (report.classes, report.after_fixes)
+    )
+    update = {
+        "launch": launch,
+        "classes": classes,
+        "after_fixes": after_fixes,
+        "unit": tr.word(prefix_texts.UNITS, report.unit),
+    }
+    return replace(check, report=report.model_copy(update=update))
 
 
 def _prefix_check_chart(report: Any, words: Words) -> Markup:
