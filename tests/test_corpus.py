@@ -266,3 +266,25 @@ def test_corpus_copy_matches_its_labels() -> None:
         assert row.file.startswith(row.label + "__")
         per_source[row.source] += 1
     assert sum(per_source.values()) == len(rows)
+
+
+@pytest.mark.slow
+def test_each_differential_counts_the_real_reports_it_decides(tmp_path: Path, knowledge) -> None:
+    """A signature's differential (the causes a shared message stands for, by base rate) is
+    counted from the corpus: the labelled logs in which that signature decides the primary,
+    nothing else separating the causes, by label. The data says the same."""
+    corpora = [CORPUS, DATA / "corpus-incoming"]
+    declared = {sig.id: sig.differential for sig in knowledge.signatures if sig.differential}
+    assert declared, "no signature declares a differential"
+    counted: dict[str, Counter[str]] = defaultdict(Counter)
+    for corpus in corpora:
+        for index, row in enumerate(_rows(corpus)):
+            neutral = tmp_path / f"{corpus.name}-{index}.log"
+            neutral.write_bytes(_read(corpus, row).encode("utf-8", "surrogateescape"))
+            result = diagnose(DiagnoseOptions(logs=(str(neutral),)), kb=knowledge)
+            rule = (result.primary.rule or "").split(" ")[0]
+            if rule in declared:
+                counted[rule][row.label] += 1
+    for rule, differential in declared.items():
+        assert differential is not None
+        assert {c.cause: c.reports for c in differential.causes} == dict(counted[rule]), rule

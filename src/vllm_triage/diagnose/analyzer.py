@@ -18,6 +18,7 @@ Messages after the server began to stop (a SIGTERM, a shutdown) are its teardown
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -1037,6 +1038,17 @@ def _others_lost(
         weighing.add(hit, "outranked", reason)
 
 
+def _with_requirements_met(scan: FileScan) -> FileScan:
+    """The scan without the hits whose signature counts only beside another that did not fire
+    in this file (`requires`)."""
+    kept = {
+        rule_id: hit
+        for rule_id, hit in scan.hits.items()
+        if all(required in scan.hits for required in hit.rule.signature.requires)
+    }
+    return scan if len(kept) == len(scan.hits) else dataclasses.replace(scan, hits=kept)
+
+
 def analyze(
     kb: KnowledgeBase,
     scans: Sequence[FileScan],
@@ -1047,6 +1059,7 @@ def analyze(
 ) -> Diagnosis:
     """Turn the scans of one incident's logs (and a bundle's fact findings, and the facts the
     flags or the bundle give) into a diagnosis."""
+    scans = [_with_requirements_met(scan) for scan in scans]
     weighing = _Weighing()
     serving = _serving(scans)
     facts = FactSet([*given, *(f for s in scans for f in s.facts)])

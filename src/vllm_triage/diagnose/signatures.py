@@ -107,7 +107,7 @@ class CompiledSignature:
     def counts_at(self, line: LogLine) -> bool:
         """Whether a match on this line is evidence. A stall is read from progress lines, and a
         refused request is often logged at INFO; an error phrase in an INFO line is not an error."""
-        if self.signature.tier in ("stall", "request"):
+        if self.signature.tier in ("stall", "request") or self.signature.any_level:
             return True
         return line.level not in (_QUIET_FOR_WEAK if self.weak else _QUIET_LEVELS)
 

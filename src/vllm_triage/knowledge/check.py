@@ -23,12 +23,16 @@ def _example_problems(where: str, regex: re.Pattern[str], examples: Examples) ->
 
 def _signature_problems(kb: KnowledgeBase) -> list[str]:
     problems: list[str] = []
+    ids = {sig.id for sig in kb.signatures}
     for sig in kb.signatures:
         where = f"{kb.signature_file(sig)} {sig.id} {sig.name}"
         regex = re.compile("|".join(f"(?:{p})" for p in sig.patterns))
         problems += _example_problems(where, regex, sig.examples)
         if sig.driver_change_advised and sig.cause != "driver_too_old":
             problems.append(f"{where}: only driver_too_old may advise a driver change")
+        for other in [*sig.outranks, *sig.requires]:
+            if other not in ids:
+                problems.append(f"{where}: names {other}, which is no signature")
     return problems
 
 

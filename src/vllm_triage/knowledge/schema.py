@@ -453,6 +453,22 @@ class Signature(_Knowledge, frozen=True, kw_only=True):
     as_of: date
     examples: Examples
     differential: Differential | None = None
+    any_level: Annotated[
+        bool,
+        msgspec.Meta(
+            description="its producer logs this evidence at INFO or DEBUG (vLLM's platform "
+            "detection): it counts at any level, where an error phrase in a progress line "
+            "otherwise does not"
+        ),
+    ] = False
+    requires: Annotated[
+        list[str],
+        msgspec.Meta(
+            description="ids of signatures that must also fire in the same file for this one to "
+            "count: a detail that names the cause only of that failure (the reason vLLM gives "
+            "for not choosing CUDA counts only when no platform was found)"
+        ),
+    ] = msgspec.field(default_factory=list)
 
     def _check(self) -> None:
         if self.differential is not None:
