@@ -1152,8 +1152,8 @@ def _differential(
     if hit is None or primary.rule != _rule_name(hit):
         return [], None
     found = hit.rule.signature.differential
-    if found is None:
-        return [], None
+    if found is None or (hit.rule.signature.cause_by_phase and hit.phase_seen is not None):
+        return [], None  # a phase seen in the log decides between a signature's causes
     total = sum(alternative.reports for alternative in found.causes)
     ranked = sorted(found.causes, key=lambda alternative: -alternative.reports)
     others = [
