@@ -40,7 +40,13 @@ def cache_key(root: Path) -> str:
     for part in (__version__, sys.version, msgspec.__version__, str(root.resolve())):
         digest.update(part.encode() + b"\0")
     files = [(f"code/{name}", _PACKAGE / name) for name in _CODE]
-    files += sorted((p.relative_to(root).as_posix(), p) for p in root.rglob("*") if p.is_file())
+    # The message catalogue (messages/) is no part of what is cached: a command does not read
+    # its megabytes to make the key.
+    files += sorted(
+        (p.relative_to(root).as_posix(), p)
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] != "messages"
+    )
     for name, path in files:
         data = path.read_bytes()
         digest.update(f"{name}\0{len(data)}\0".encode() + data)

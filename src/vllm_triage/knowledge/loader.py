@@ -482,6 +482,12 @@ def _unique_rows(
     return rows
 
 
+def _catalogue(path: Path, root: Path) -> bool:
+    """Whether a file is in the message catalogue (data/messages/: vllm_triage.knowledge.messages
+    reads it, for `knowledge check` and the tests only; no command loads it)."""
+    return path.relative_to(root).parts[0] == "messages"
+
+
 def load_knowledge(data_dir: Path | None = None, *, cached: bool = True) -> KnowledgeBase:
     """The knowledge base under data_dir (the packaged data by default), validated.
 
@@ -525,7 +531,11 @@ def _load(root: Path) -> KnowledgeBase:
         recovery=_yaml_model(root / "recovery.yaml", Recovery, root),
         record=_yaml_model(root / "record.yaml", RecordPolicy, root),
         registry_realms=_registry_realms(root / "registry_realms.yaml", root),
-        files=sorted(_relative(p, root) for p in root.rglob("*") if p.suffix in {".csv", ".yaml"}),
+        files=sorted(
+            _relative(p, root)
+            for p in root.rglob("*")
+            if p.suffix in {".csv", ".yaml"} and not _catalogue(p, root)
+        ),
         signature_files=signature_files,
     )
     base.toolkits.sort(key=lambda row: row.cuda_version)

@@ -1204,3 +1204,96 @@ class RecordPolicy(Provenance, frozen=True, kw_only=True):
     def widening_rule(self, condition: str) -> WideningRule | None:
         """The rule of a widening condition, by its text as the plan stores it."""
         return next((rule for rule in self.widening if rule.condition == condition), None)
+
+
+# The failure families the message catalogue keeps (scripts/message_catalogue.py, RULES): CUDA and
+# driver initialisation, devices and platform detection, GPU and host memory, NCCL and other
+# collectives, model files and Hub access, arguments and configuration, chat templates, tool-call
+# parsing, and imports, versions and ABIs.
+MessageFamily = Literal[
+    "cuda_init",
+    "platform",
+    "gpu_memory",
+    "host_memory",
+    "distributed",
+    "model_loading",
+    "config",
+    "chat_template",
+    "tool_parsing",
+    "dependency",
+]
+# A catalogued message's cause: a failure class where its family's rule decides it, not_a_cause
+# for advice (a deprecation, a hint), empty where the message alone does not decide it.
+MessageCause = FailureClass | Literal["not_a_cause", ""]
+MessageKind = Literal["raise", "log", "native"]
+_RELEASE_URL = r"^https://pypi\.org/project/[A-Za-z0-9._-]+/[A-Za-z0-9._+-]+/$"
+
+
+class CatalogueMessage(_Knowledge, frozen=True, kw_only=True):
+    """One failure message a producer's released code prints (each runtime value as `{}`)."""
+
+    message: Annotated[str, msgspec.Meta(min_length=15, max_length=400)]
+    kind: Annotated[
+        MessageKind,
+        msgspec.Meta(
+            description="raise: an exception raised (or a C/C++ throw, abort or check); log: a "
+            "logger or warnings call (or a C/C++ log macro); native: a printable string of a "
+            "compiled library that reads as an error message"
+        ),
+    ]
+    exception: Annotated[
+        str, msgspec.Meta(description="the class raised; a warning's category for warnings.warn")
+    ] = ""
+    level: Literal["critical", "error", "exception", "warning"] | None = None
+    file: Annotated[str, msgspec.Meta(min_length=1, description="the file inside the release")]
+    versions: Annotated[list[str], msgspec.Meta(min_length=1)]
+    family: MessageFamily
+    cause: MessageCause
+
+    def _check(self) -> None:
+        if self.kind == "raise" and (not self.exception or self.level is not None):
+            raise ValueError(f"{self.message!r}: a raise names its exception and no level")
+        if self.kind == "log" and self.level is None:
+            raise ValueError(f"{self.message!r}: a log call names its level")
+        if self.kind == "native" and (self.exception or self.level is not None):
+            raise ValueError(f"{self.message!r}: a native string has no exception or level")
+        if not self.message.replace("{}", "").strip():
+            raise ValueError(f"{self.message!r}: only placeholders")
+
+    @property
+    def is_error(self) -> bool:
+        """Whether it is evidence of a failure: not advice, and not a warning."""
+        return self.cause != "not_a_cause" and self.level != "warning"
+
+
+class MessageCatalogue(_Knowledge, frozen=True, kw_only=True):
+    """messages/<producer>.yaml: the failure messages of one PyPI project's releases, one entry
+    per distinct message (versions merged), written by scripts/message_catalogue.py."""
+
+    producer: Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+    source: Annotated[
+        list[Annotated[str, msgspec.Meta(pattern=_RELEASE_URL)]],
+        msgspec.Meta(min_length=1, description="the PyPI release pages of the releases read"),
+    ]
+    as_of: date
+    certainty: Certainty
+    versions: Annotated[list[str], msgspec.Meta(min_length=1, description="oldest first")]
+    method: Annotated[str, msgspec.Meta(min_length=3, description="what was read, and how")]
+    messages: list[CatalogueMessage]
+
+    def _check(self) -> None:
+        known = set(self.versions)
+        with _field("source"):
+            for url in self.source:
+                if url.rstrip("/").rsplit("/", 2)[-2:] not in (
+                    [self.producer, version] for version in self.versions
+                ):
+                    raise ValueError(f"{url}: not a release of {self.producer} listed in versions")
+        with _field("messages"):
+            seen: set[str] = set()
+            for entry in self.messages:
+                if entry.message in seen:
+                    raise ValueError(f"{entry.message!r} is catalogued twice")
+                seen.add(entry.message)
+                if unknown := sorted(set(entry.versions) - known):
+                    raise ValueError(f"{entry.message!r}: unknown version(s) {', '.join(unknown)}")
