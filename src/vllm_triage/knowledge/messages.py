@@ -75,7 +75,7 @@ class PatternSet:
         """The indexes of the patterns that match the line."""
         if not self.patterns:
             return set()
-        return set(self._set.Match(line.encode("utf-8", "surrogatepass")))
+        return set(self._set.Match(line.encode("utf-8", "surrogatepass")) or ())
 
     def matches_any(self, lines: Iterable[str]) -> set[int]:
         found: set[int] = set()
