@@ -44,6 +44,7 @@ from vllm_triage.models import Diagnosis
 BAR = 0.95
 CLASS_BAR = 0.80
 CLASS_MIN_CASES = 4
+SOURCE_MIN_CASES = 3  # a source repository shown in the table from this many cases
 LOSO_BAR = 0.85
 DATA = Path(__file__).parent / "data"
 CORPUS = DATA / "corpus"
@@ -74,13 +75,17 @@ class Tally:
 
     right: Counter[str] = dataclasses.field(default_factory=Counter)
     cases: Counter[str] = dataclasses.field(default_factory=Counter)
+    source_right: Counter[str] = dataclasses.field(default_factory=Counter)
+    source_cases: Counter[str] = dataclasses.field(default_factory=Counter)
     wrong_advice: int = 0
     misses: list[str] = dataclasses.field(default_factory=list)
 
     def add(self, row: Row, result: Diagnosis) -> None:
         self.cases[row.label] += 1
+        self.source_cases[row.source] += 1
         if result.primary.cause == row.label:
             self.right[row.label] += 1
+            self.source_right[row.source] += 1
         else:
             self.misses.append(
                 f"{row.file}: expected {row.label}, got {result.primary.cause} "
@@ -118,6 +123,12 @@ class Tally:
             lines.append(
                 f"  {label:<26} {self.right[label]:>5} {n:>5} {self.right[label] / n:>7.0%}"
             )
+        sources = [s for s, n in self.source_cases.most_common() if n >= SOURCE_MIN_CASES]
+        if sources:
+            lines.append(f"  {'source repository':<40} {'right':>5} {'cases':>5} {'share':>7}")
+        for source in sources:
+            n, right = self.source_cases[source], self.source_right[source]
+            lines.append(f"  {source:<40} {right:>5} {n:>5} {right / n:>7.0%}")
         lines += [f"  miss: {miss}" for miss in self.misses]
         return "\n".join(lines)
 
