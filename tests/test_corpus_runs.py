@@ -39,13 +39,14 @@ RUNS = Path(__file__).parent / "data" / "corpus-runs"
 SCRIPT = Path(__file__).parent.parent / "scripts" / "make_corpus_runs.py"
 BUILD = "cpu-0.32.0"
 BAR = 0.95  # the corpus's bar (tests/test_corpus.py)
-# Measured on 2026-12-02 when the runs were made: 20 of the 29 logs right (69.0%). The misses then:
+# Measured on 2026-12-02 when the runs were made: 20 of the 29 logs right (69.0%); then 27/29
+# (93.1%) once vLLM's own words for these failures were signatures (the CPU worker's memory
+# check, /dev/shm's free-space check, a worker killed with -9, transformers' dependency pins,
+# safetensors' unquoted path, a model file's permission error). The two misses left:
 # chat-template-missing and tool-choice-auto-without-parser (read as no_failure: the server log
-# shows only `400 Bad Request`, the reason is in the response), dependency-old-transformers
-# (unknown), the three host_memory runs (VT901 engine-failed-to-start), model-config-unreadable
-# (read as cache_dir_not_writable), model-weights-unreadable and shm-tiny (VT901). Raise this as
-# the tool improves, up to BAR; never lower it.
-FLOOR = 20 / 29
+# shows only `400 Bad Request`, the reason is in the response the client got). Raise this as the
+# tool improves, up to BAR; never lower it.
+FLOOR = 27 / 29
 
 
 @dataclasses.dataclass(frozen=True)
