@@ -36,6 +36,7 @@ from vllm_triage.baseline.models import (
     HostState,
     NodeGpu,
 )
+from vllm_triage.baseline.texts import CONTAINER_LOG_SOURCE, LOG_SOURCE, SETTINGS_SOURCE
 from vllm_triage.bundle.models import (
     CommunicationFacts,
     ContainerFacts,
@@ -64,7 +65,6 @@ from vllm_triage.inputs import STDIN, open_input
 from vllm_triage.interrupts import shielded, stopped_by_signals
 from vllm_triage.knowledge import KnowledgeBase, load_knowledge
 from vllm_triage.redact import Redactor
-from vllm_triage.render.baseline import CONTAINER_LOG_SOURCE, LOG_SOURCE, SETTINGS_SOURCE
 
 # The probes of collect that see what a driver change can disturb.
 PROBE_NAMES = ("gpu", "host", "container", "communication")

@@ -198,3 +198,12 @@ KEPT_IN_HISTORY = N_(
     "the current comparison ({current_before} -> {current_after}) stays what the runbook and the "
     "record read."
 )
+
+# Where the NCCL version or transport was read (Communication.nccl_version_source and
+# nccl_transport_source): baseline capture and the communication probe keep it in English, the
+# rows say it through the catalog.
+LOG_SOURCE = N_("log {name}")
+CONTAINER_LOG_SOURCE = N_("the container's log")
+SETTINGS_SOURCE = N_("settings and RDMA ports")
+IMAGE_ENV_SOURCE = N_("image env NCCL_VERSION")
+NCCL_SOURCES = (LOG_SOURCE, CONTAINER_LOG_SOURCE, SETTINGS_SOURCE, IMAGE_ENV_SOURCE)

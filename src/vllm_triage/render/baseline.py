@@ -36,14 +36,6 @@ PROBE_STATUSES = {
     "failed": N_("failed"),
     "timed_out": N_("timed out"),
 }
-# Where the NCCL version or transport was read (Communication.nccl_version_source and
-# nccl_transport_source): baseline capture and the communication probe keep it in English, the
-# rows say it through the catalog.
-LOG_SOURCE = N_("log {name}")
-CONTAINER_LOG_SOURCE = N_("the container's log")
-SETTINGS_SOURCE = N_("settings and RDMA ports")
-IMAGE_ENV_SOURCE = N_("image env NCCL_VERSION")
-SOURCES = (LOG_SOURCE, CONTAINER_LOG_SOURCE, SETTINGS_SOURCE, IMAGE_ENV_SOURCE)
 RUNTIMES = N_("(runtimes: {runtimes})")
 
 
@@ -192,7 +184,7 @@ def capture_rows(baseline: Baseline, tr: Catalog) -> list[tuple[str, str]]:
 
 
 def _source(source: str | None, tr: Catalog) -> str:
-    return tr.composed(source, SOURCES) if source else "?"
+    return tr.composed(source, texts.NCCL_SOURCES) if source else "?"
 
 
 def _endpoint(baseline: Baseline, tr: Catalog) -> str:
