@@ -1875,10 +1875,25 @@ def fleet_run_command(
 
 
 @knowledge_app.command("check")
-def knowledge_check() -> None:
-    """Validate every knowledge file, every example, and every tie between the data and the code."""
+@click.option(
+    "--unmatched",
+    is_flag=True,
+    help="List each signature pattern that matches no catalogued message (and no line of the "
+    "--corpus logs).",
+)
+@click.option(
+    "--corpus",
+    "corpus_dirs",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    multiple=True,
+    help="A folder of labelled logs (*.log) whose lines count as matched, for --unmatched "
+    "(repeatable).",
+)
+def knowledge_check(unmatched: bool, corpus_dirs: tuple[Path, ...]) -> None:
+    """Validate every knowledge file, every example, and every tie between the data and the code;
+    print how much of the message catalogue (data/messages) the signatures recognise."""
     from vllm_triage.knowledge import load_knowledge
-    from vllm_triage.ties import check_knowledge
+    from vllm_triage.ties import catalogue_check, check_knowledge
 
     kb = load_knowledge(cached=False)
     problems = check_knowledge(kb)
@@ -1897,6 +1912,12 @@ def knowledge_check() -> None:
         f"({sum(len(r.examples.positive) + len(r.examples.negative) for r in kb.redaction.rules)} "
         "examples checked)"
     )
+    catalogue = catalogue_check(kb, corpus_dirs)
+    for line in catalogue.table:
+        print(line)
+    if unmatched:
+        for line in catalogue.unmatched:
+            print(line)
 
 
 @knowledge_app.command("show")

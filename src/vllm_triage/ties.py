@@ -6,10 +6,14 @@ reads). Each problem is one line naming the file to open."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, get_args
 
 from vllm_triage.diagnose.analyzer import NAMED_MILESTONES, NAMED_RULES
 from vllm_triage.diagnose.facts import known_check_ids
+from vllm_triage.diagnose.logreader import normalize
 from vllm_triage.knowledge import KnowledgeBase
 from vllm_triage.knowledge.check import data_problems
 from vllm_triage.knowledge.translations import translation_problems
@@ -161,4 +165,61 @@ def check_knowledge(kb: KnowledgeBase) -> list[str]:
         + _prefix_ties(kb)
         + _launch_ties(kb)
         + translation_problems(kb)
+    )
+
+
+# A corpus log longer than this is read up to it (the labelled logs are far shorter).
+_MAX_CORPUS_LOG_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CatalogueReport:
+    """What `knowledge check` says of the message catalogue: the coverage table, and the
+    signature patterns that match no catalogued message (nor a line of the corpus logs given)."""
+
+    table: list[str]
+    unmatched: list[str]
+
+
+def corpus_lines(folders: Sequence[Path]) -> list[str]:
+    """Every line of the `*.log` files in the folders, normalised as the scanner normalises a
+    line."""
+    lines = []
+    for folder in folders:
+        for log in sorted(folder.glob("*.log")):
+            with log.open("rb") as stream:
+                data = stream.read(_MAX_CORPUS_LOG_BYTES)
+            for number, raw in enumerate(data.split(b"\n"), start=1):
+                if message := normalize(raw, number).message:
+                    lines.append(message)
+    return lines
+
+
+def catalogue_check(kb: KnowledgeBase, corpus_dirs: Sequence[Path] = ()) -> CatalogueReport:
+    """The message catalogue's coverage by the signatures, and the signature patterns that match
+    no catalogued message of any producer and no line of the logs in corpus_dirs
+    (vllm_triage.knowledge.messages)."""
+    from vllm_triage.knowledge.messages import (
+        MESSAGES_FOLDER,
+        coverage,
+        coverage_table,
+        load_catalogues,
+        signature_patterns,
+        unmatched_anywhere,
+    )
+
+    catalogues = load_catalogues(kb.data_dir)
+    if not catalogues:
+        return CatalogueReport([], [])
+    result = coverage(signature_patterns(kb), catalogues)
+    unmatched = unmatched_anywhere(result.unmatched, corpus_lines(corpus_dirs))
+    where = "no catalogued message of any producer" + (
+        " and no corpus log line" if corpus_dirs else ""
+    )
+    return CatalogueReport(
+        coverage_table(result, kb.file(MESSAGES_FOLDER)),
+        [
+            f"{ref.file} {ref.signature} {ref.name}: pattern {ref.pattern!r} matches {where}"
+            for ref in unmatched
+        ],
     )

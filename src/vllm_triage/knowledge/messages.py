@@ -5,7 +5,8 @@ released code by scripts/message_catalogue.py, and how much of it the signatures
 It is no part of the knowledge base that commands load (nor of its cache): a few megabytes that
 only `knowledge check` and the tests read, through load_catalogues. The coverage it gives is the
 share of each producer's catalogued error messages (not a warning, not advice) that at least one
-signature pattern matches, the patterns compiled as the scanner compiles them (one RE2 set, see
+pattern of a signature naming a cause matches (the catch-alls of cause `unknown` match any
+`SomeError: ...` line), the patterns compiled as the scanner compiles them (one RE2 set, see
 vllm_triage.diagnose.logreader) and matched on each line of a message: as catalogued (runtime
 values as `{}`), with each `{}` read as `0` and as `x`, and a raise's first line after its class
 (`ValueError: ...`) as a traceback ends. A pattern that matches no catalogued message of any
@@ -36,7 +37,9 @@ def load_catalogues(data_dir: Path) -> list[MessageCatalogue]:
         name = _relative(path, data_dir)
         catalogue = _validate(MessageCatalogue, _read_yaml(path, data_dir), name)
         if catalogue.producer != path.stem:
-            raise KnowledgeError(f"{name}: producer {catalogue.producer!r} must match the file name")
+            raise KnowledgeError(
+                f"{name}: producer {catalogue.producer!r} must match the file name"
+            )
         catalogues.append(catalogue)
     return catalogues
 
@@ -86,12 +89,15 @@ class PatternSet:
 
 @dataclass(frozen=True)
 class PatternRef:
-    """A signature pattern: the signature's id and name, the file it is in, the pattern."""
+    """A signature pattern: the signature's id and name, the file it is in, the pattern, and
+    whether its signature names a cause (the catch-alls of cause `unknown`, which match any
+    `SomeError: ...` line, do not count in the coverage)."""
 
     signature: str
     name: str
     file: str
     pattern: str
+    names_cause: bool = True
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,7 @@ class Coverage:
 def signature_patterns(kb: KnowledgeBase) -> list[PatternRef]:
     """Every pattern of every signature, in the knowledge base's order."""
     return [
-        PatternRef(sig.id, sig.name, kb.signature_file(sig), pattern)
+        PatternRef(sig.id, sig.name, kb.signature_file(sig), pattern, sig.cause != "unknown")
         for sig in kb.signatures
         for pattern in sig.patterns
     ]
@@ -138,6 +144,7 @@ def signature_patterns(kb: KnowledgeBase) -> list[PatternRef]:
 def coverage(patterns: Sequence[PatternRef], catalogues: Iterable[MessageCatalogue]) -> Coverage:
     """Each producer's coverage by the patterns, and the patterns matching no message."""
     compiled = PatternSet([ref.pattern for ref in patterns])
+    decisive = {index for index, ref in enumerate(patterns) if ref.names_cause}
     used: set[int] = set()
     rows = []
     for catalogue in catalogues:
@@ -147,7 +154,7 @@ def coverage(patterns: Sequence[PatternRef], catalogues: Iterable[MessageCatalog
             used |= hits
             if entry.is_error:
                 errors += 1
-                matched += bool(hits)
+                matched += bool(hits & decisive)
         rows.append(
             ProducerCoverage(
                 catalogue.producer,
