@@ -954,10 +954,18 @@ def _choose(scans: Sequence[FileScan], serving: Serving, weighing: _Weighing) ->
     # A refusal that names a cause of the server's own setup (no chat template, no tool parser)
     # is a failure after a healthy start, not a client's mistake: the server is not healthy.
     misconfigured = [h for h, _ in refused if h.rule.signature.cause != "no_failure"]
+    # A log that ends on a stall of a running server (its first generation never finished)
+    # names a hang, not a healthy server.
+    hung = [
+        h
+        for h, s in tier("stall")
+        if h.rule.signature.phase == "after_start" and _stall_applies(h, s)
+    ]
     if (
         serving.started
         and not alarming
         and not misconfigured
+        and not hung
         and (not refused or serving.served or serving.stopped_by_signal)
         and unnamed_error(scans, [h for h, _ in live]) is None
     ):

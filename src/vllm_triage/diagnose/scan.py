@@ -141,6 +141,8 @@ class _Scan:
         self.quiet: dict[str, int] = {}
         self.pending: list[Hit] = []
         self.events: dict[str, Evidence] = {}
+        # the attempt (restart count) a stop signal came in: its later milestones are teardown
+        self.stopped_in: int | None = None
         self.requests = Requests()
         self.request_lines = 0
         self.facts: list[Fact] = []
@@ -200,6 +202,8 @@ class _Scan:
         return id(rule) in verdict
 
     def _milestone(self, milestone: CompiledMilestone, line: LogLine) -> None:
+        if milestone.milestone.phase == "after_start" and self.stopped_in == self.tracker.restarts:
+            return  # what a stopped server prints (an EngineDeadError of the teardown) is no start
         key = f"ms:{milestone.milestone.id}"
         went_on = self.tracker.phase in (None, "before_weights")
         if self.tracker.see(milestone, line, self.name):
@@ -229,6 +233,8 @@ class _Scan:
     def _lifecycle(self, index: int, line: LogLine) -> None:
         event = self.compiled.lifecycle[index]
         self.events.setdefault(event.kind, self.evidence(line))
+        if event.kind == "stop_signal":
+            self.stopped_in = self.tracker.restarts
         self.prefilter.deactivate(f"life:{event.id}")
 
     def _request(self, index: int, line: LogLine) -> None:
