@@ -37,9 +37,37 @@ already there is not downloaded again) and extracts their failure messages:
   error code's name as the CUDA and NCCL libraries print it (cudaErrorInsufficientDriver,
   CUDA_ERROR_NO_DEVICE, ncclSystemError). printf specifiers become `{}`.
 
+Some producers are not on PyPI (the NVIDIA container toolkit and libnvidia-container, ollama,
+gpustack, text-generation-inference, mistral.rs, kserve, nccl-tests, the NVIDIA device plugin):
+REPOSITORY_PRODUCERS names each one's GitHub repository and the commit read (its version). They
+are read from a git directory given on the command line (`--repo-dir NAME=GITDIR`, a bare
+repository or a clone, NAME the producer or owner/name), with `git ls-tree` and
+`git cat-file --batch` at that commit: the script makes no network call of its own, and a
+directory that lacks the commit is reported and skipped. Their tests, test data, mocks, docs and
+examples are left out (_SKIP_ALWAYS, _SKIP_REPOSITORY), and besides the readers above:
+
+- Go sources, read with the same tokenizer's literals, comments and balanced parentheses: the
+  error values (`errors.New`, `fmt.Errorf`, `errors.Wrap(f)`, `status.Error(f)`, `panic`: raise,
+  "error" or "panic"), logger calls at Fatal/Panic, Error and Warn levels on a receiver whose
+  name contains "log" (`log`, `slog.Error/Warn`, `klog.Errorf/ErrorS/Warningf`, logrus, logr's
+  `Error(err, "...")`), and the "error" of a `gin.H{...}` reply. A message is a literal
+  (interpreted or raw), a `+` of literals (any other operand as `{}`), `fmt.Sprintf`'s format, or
+  a name the file gives one literal (`const X = "..."`); fmt verbs as `{}` (`%q` as `"{}"`).
+- Rust sources: thiserror's `#[error("...")]` (raise, the variant or struct it describes),
+  `anyhow!`, `bail!`, `ensure!`, `.context("...")` (raise, anyhow::Error), `panic!` and
+  `.expect("...")` (raise, panic), and tracing's and log's `error!`/`warn!` (their first literal
+  argument); format fields as `{}`.
+- C sources with the producer's own error calls (Producer.c_calls: libnvidia-container's
+  `error_setx`, nccl-tests' `printf`).
+
+A repository producer's catalogue records its GitHub tree at the commit as its source
+(https://github.com/<owner>/<name>/tree/<commit>) and the commit as its version (its tag, where it
+has one, in the method line).
+
 Every message is then sorted into a family by the rules of RULES below (first match wins; each
 rule is a regular expression over the message, read case-insensitively unless it says otherwise,
-or an exception class), and a family's rule gives the failure class (vllm_triage.vocabulary's
+or an exception class; a producer's own rules, Producer.rules, place what RULES leave out),
+and a family's rule gives the failure class (vllm_triage.vocabulary's
 FailureClass) where the message decides it, `not_a_cause` for advice (a deprecation, a
 performance hint: the NOT_A_CAUSE expression, over any family), or nothing where the message
 alone does not decide it (an out-of-memory error that is oom_at_load or oom_under_load by its
@@ -47,18 +75,23 @@ phase). Messages in no family, and messages too generic to be evidence (fewer th
 characters once the placeholders are removed, or fewer than three words) are left out.
 
 The result is one YAML file per producer under src/vllm_triage/knowledge/data/messages/: a header
-(producer, the PyPI release URLs read, the date, certainty primary, how it was read) and one entry
+(producer, the PyPI release URLs read or the repository's tree at each commit, the date, certainty primary, how it was read) and one entry
 per distinct message of the producer (its text, kind raise/log/native, exception class or level,
 the file, the versions it appears in, family, cause), sorted by family then text. The output is
 deterministic: the same releases give the same bytes (the date is an argument).
 
-Everything is bounded: MAX_SOURCE_BYTES per source file, MAX_FILES per release, MAX_NATIVE_BYTES
+Everything is bounded: MAX_SOURCE_BYTES per source file, MAX_FILES per release (or commit of a
+repository), MAX_NATIVE_BYTES
 per native library, MAX_MESSAGE_CHARS per message, MAX_PER_PRODUCER entries per producer file.
 
 Usage (run with the newest Python at hand: its `ast` reads syntax an older one refuses):
     python3.13 scripts/message_catalogue.py [download|extract|build|all] [--cache DIR]
-        [--producer NAME ...] [--date YYYY-MM-DD] [--out DIR]
-The script needs only the standard library and pip (for the downloads).
+        [--producer NAME ...] [--date YYYY-MM-DD] [--out DIR] [--repo-dir NAME=GITDIR ...]
+e.g. for one repository producer, from a clone:
+    git clone https://github.com/ollama/ollama /tmp/ollama
+    python3.13 scripts/message_catalogue.py build --producer ollama --repo-dir ollama=/tmp/ollama
+The script needs only the standard library, pip (for the downloads) and git (for the
+repositories).
 """
 
 from __future__ import annotations
@@ -115,6 +148,20 @@ class Producer:
     # (family, cause) of a message no rule places: every string of the CUDA runtime is about
     # CUDA, every string of NCCL about its communication.
     default: tuple[str, str] | None = None
+    # A producer not on PyPI: its GitHub repository ("owner/name"), read from a git directory
+    # (--repo-dir) at the commits of `versions` (each a 40-hex commit), and the tag of each
+    # commit where it has one (for the method line only).
+    repository: str = ""
+    tags: tuple[str, ...] = ()
+    # Repository files read as Go and as Rust sources, by regular expression.
+    go_sources: tuple[str, ...] = ()
+    rust_sources: tuple[str, ...] = ()
+    # The producer's own C error calls, besides _C_CALLS: (name, kind, exception or level, index
+    # of the format argument).
+    c_calls: tuple[tuple[str, str, str, int], ...] = ()
+    # The producer's own family rules, (family, cause, words) as a Rule's, for the messages no
+    # rule of RULES places (a server's own wording: TGI's shards, ollama's context length).
+    rules: tuple[tuple[str, str, str], ...] = ()
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -197,6 +244,123 @@ PRODUCERS: tuple[Producer, ...] = (
         skip=(r"^vendor/",),
     ),
 )
+# Producers not on PyPI, read from their GitHub repositories at one commit each.
+REPOSITORY_PRODUCERS: tuple[Producer, ...] = (
+    Producer(
+        "nvidia-container-toolkit",
+        ("d34b3046758cb1a5db606b2a39519c731bbf9f56",),
+        python=False,
+        repository="NVIDIA/nvidia-container-toolkit",
+        # its own code, and the CDI and NVIDIA libraries it vendors (and prints the errors of)
+        go_sources=(r"\.go$",),
+        skip=(r"^vendor/(?!tags\.cncf\.io/container-device-interface/|github\.com/NVIDIA/)",),
+        # the CDI devices a runtime injects are the GPUs of the container
+        rules=(("platform", "no_gpu_visible", r"\bCDI devices?\b"),),
+    ),
+    Producer(
+        "libnvidia-container",
+        # the commit nvidia-container-toolkit's third_party/libnvidia-container pins
+        ("3e428194f8616a81e16834d27365e4a663668533",),
+        python=False,
+        repository="NVIDIA/libnvidia-container",
+        c_sources=(r"^src/",),
+        go_sources=(r"^src/nvcgo/",),
+        skip=(r"/vendor/",),
+        c_calls=(
+            ("error_set", "raise", "error", 1),
+            ("error_setx", "raise", "error", 1),
+            ("errx", "raise", "abort", 1),
+            ("warnx", "log", "warning", 0),
+            ("log_errf", "log", "error", 0),
+            ("log_warnf", "log", "warning", 0),
+            ("log_err", "log", "error", 0),
+            ("log_warn", "log", "warning", 0),
+        ),
+        rules=(
+            ("cuda_init", "driver_too_old", r"unsatisfied condition: (cuda|driver)"),
+            (
+                "platform",
+                "no_gpu_visible",
+                r"driver not loaded|nvml error|initialization error|detection error|device error",
+            ),
+        ),
+    ),
+    Producer(
+        "ollama",
+        ("fb30760996871fa9460115c753afd2c60d4ab0f7",),
+        python=False,
+        repository="ollama/ollama",
+        tags=("v0.33.0-rc2",),
+        go_sources=(r"\.go$",),
+        skip=(r"^(app|integration)/",),
+        rules=(
+            ("config", "", r"context length|truncat"),
+            ("model_loading", "model_path_or_access", r"try pulling it first|pull model manifest"),
+            ("platform", "no_gpu_visible", r"compatible gpus|gpus? (were |was )?discovered"),
+        ),
+    ),
+    Producer(
+        "gpustack",
+        ("47277d79f4a5bae12a2d25e9ecbed2a2177a5f2d",),
+        repository="gpustack/gpustack",
+        skip=(r"^(hack|ui)/",),
+        rules=(("model_loading", "model_arch_unsupported", r"unsupported model type"),),
+    ),
+    Producer(
+        "text-generation-inference",
+        ("db931fcf42da018a3657580c64bf2720f167f9ab",),
+        repository="huggingface/text-generation-inference",
+        # the router, the launcher and the backends' Rust; the Python server
+        rust_sources=(r"^(router|launcher|backends)/",),
+        skip=(
+            r"^(?!server/text_generation_server/|router/|launcher/|backends/)",
+            r"^backends/[^/]+/.*\.py$",
+        ),
+        rules=(
+            # a shard is one process of the model, one per GPU
+            ("distributed", "", r"\bshards?\b"),
+            ("config", "", r"max_new_tokens|max_total_tokens|max_input_(tokens|length)|`inputs`"),
+            ("model_loading", "model_arch_unsupported", r"unsupported model type"),
+        ),
+    ),
+    Producer(
+        "mistral.rs",
+        ("9e922623f24b32d41f3892b74f0eed18707f4e6c",),
+        python=False,
+        repository="EricLBuehler/mistral.rs",
+        rust_sources=(r"\.rs$",),
+        rules=(("model_loading", "model_arch_unsupported", r"unsupported model type"),),
+    ),
+    Producer(
+        "kserve",
+        ("aaac4e294dae2c7b1aa1886447793f3aa1c30912",),
+        repository="kserve/kserve",
+        go_sources=(r"^(pkg|cmd)/",),
+        skip=(r"^(hack|test|docs|tools|qpext)/", r"^pkg/client/"),
+    ),
+    Producer(
+        "nccl-tests",
+        ("a0b82b2260cf5152b9f8c061bbf7eaf0ba096432",),
+        python=False,
+        repository="NVIDIA/nccl-tests",
+        tags=("v2.19.6",),
+        c_sources=(r"^(src|verifiable)/",),
+        c_calls=(("printf", "log", "error", 0),),
+        default=("distributed", "nccl_or_network"),
+    ),
+    Producer(
+        "k8s-device-plugin",
+        ("1b826acc6af3079d8923bac395c3124b8861a9a6",),
+        python=False,
+        repository="NVIDIA/k8s-device-plugin",
+        tags=("v0.20.0",),
+        # its own code and the NVIDIA libraries it vendors
+        go_sources=(r"\.go$",),
+        skip=(r"^vendor/(?!github\.com/NVIDIA/)",),
+    ),
+)
+PRODUCERS += REPOSITORY_PRODUCERS
+
 _SKIP_ALWAYS = re.compile(
     r"(^|/)(tests?|testing|examples?|benchmarks?|docs?|third_party|_vendor)/|(^|/)test_[^/]*\.py$"
 )
@@ -219,6 +383,13 @@ def release_url(producer: str, version: str) -> str:
     return f"https://pypi.org/project/{producer}/{version}/"
 
 
+def source_url(producer: Producer, version: str) -> str:
+    """The page of what was read: a PyPI release, or a repository's tree at a commit."""
+    if producer.repository:
+        return f"https://github.com/{producer.repository}/tree/{version}"
+    return release_url(producer.name, version)
+
+
 # --- download ------------------------------------------------------------------------------------
 
 
@@ -232,7 +403,7 @@ def download(cache: Path, producers: Iterable[Producer]) -> list[str]:
     releases that could not be had, one line each."""
     failed: list[str] = []
     for producer in producers:
-        for version in producer.versions:
+        for version in () if producer.repository else producer.versions:
             folder = cache / producer.name / version
             if _archive(folder) is not None:
                 continue
@@ -545,17 +716,18 @@ def _c_literal(token: str) -> str:
     return re.sub(r"\\(.)", lambda m: _C_ESCAPES.get(m.group(1), ""), body)
 
 
-def _c_arguments(text: str, start: int) -> tuple[list[str], int]:
-    """The top-level arguments of the call whose `(` is just before `start`, as source text."""
+def _c_arguments(text: str, start: int, quotes: str = "\"'") -> tuple[list[str], int]:
+    """The top-level arguments of the call whose `(` is just before `start`, as source text
+    (`quotes`: the characters that open a literal; Go adds the backtick, Rust has no `'`)."""
     depth, index, begin = 1, start, start
     arguments: list[str] = []
     limit = min(len(text), start + 8000)
     while index < limit:
         char = text[index]
-        if char == '"' or char == "'":
+        if char in quotes:
             end = index + 1
             while end < limit and text[end] != char:
-                end += 2 if text[end] == "\\" else 1
+                end += 2 if text[end] == "\\" and char != "`" else 1
             index = end + 1
             continue
         if text.startswith("//", index):
@@ -609,8 +781,12 @@ def _c_text(argument: str) -> str | None:
     return "".join(parts)
 
 
-def c_messages(source: str, path: str) -> list[Found]:
-    """The messages of one C, C++ or CUDA file (see the module docstring)."""
+def c_messages(
+    source: str, path: str, extra: tuple[tuple[str, str, str, int], ...] = ()
+) -> list[Found]:
+    """The messages of one C, C++ or CUDA file (see the module docstring); `extra`: a
+    producer's own calls (name, kind, exception or level, index of the format argument)."""
+    calls = _C_CALLS | {name: (kind, label, index) for name, kind, label, index in extra}
     found: list[Found] = []
     for match in _C_TOKEN.finditer(source):
         if match.lastgroup in {"comment", "string", "char"}:
@@ -625,7 +801,7 @@ def c_messages(source: str, path: str) -> list[Found]:
                 found.append(Found(text, "raise", name, "", path))
             continue
         name = token[:-1].strip()
-        rule = _C_CALLS.get(name)
+        rule = calls.get(name)
         if rule is None:
             continue
         kind, label, index = rule
@@ -649,6 +825,270 @@ def c_messages(source: str, path: str) -> list[Found]:
         exception = label if kind == "raise" else ""
         if name.startswith("PyErr_"):
             exception = arguments[0].strip().removeprefix("PyExc_")
+        level = label if kind == "log" else ""
+        found.append(Found(text, kind, exception, level, path))
+    return found
+
+
+# --- Go sources ----------------------------------------------------------------------------------
+
+# Go's fmt verbs (%v, %+v, %w, %q, %T...) as `{}`.
+_GO_PRINTF = re.compile(
+    r"%[-+# 0]*(?:[0-9]+|\*)?(?:\.(?:[0-9]+|\*))?(?:\[[0-9]+\])?[vTtbcdoOqxXUeEfFgGspw]"
+)
+# name -> index of the message argument, for the calls that make an error value
+_GO_ERRORS: dict[str, int] = {
+    "errors.New": 0,
+    "fmt.Errorf": 0,
+    "errors.Errorf": 0,
+    "xerrors.Errorf": 0,
+    "errors.Wrap": 1,
+    "errors.Wrapf": 1,
+    "status.Error": 1,
+    "status.Errorf": 1,
+    "panic": 0,
+}
+# logger method -> (level, index of the message argument); a receiver whose name contains "log"
+# (log, slog, klog, logrus, logger, s.log)
+_GO_LOG: dict[str, tuple[str, int]] = {
+    "Fatal": ("critical", 0),
+    "Fatalf": ("critical", 0),
+    "Fatalln": ("critical", 0),
+    "Panic": ("critical", 0),
+    "Panicf": ("critical", 0),
+    "Error": ("error", 0),
+    "Errorf": ("error", 0),
+    "Errorln": ("error", 0),
+    "ErrorS": ("error", 1),
+    "ErrorContext": ("error", 1),
+    "Warn": ("warning", 0),
+    "Warnf": ("warning", 0),
+    "Warnln": ("warning", 0),
+    "Warning": ("warning", 0),
+    "Warningf": ("warning", 0),
+    "WarnContext": ("warning", 1),
+}
+_GO_TOKEN = re.compile(
+    r'(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<string>"(?:\\.|[^"\\\n])*"|`[^`]*`)'
+    r"|(?P<char>'(?:\\.|[^'\\\n])+')|(?P<reply>\bgin\.H\{)|(?P<call>\b[A-Za-z_][\w.]*\s*\()",
+    re.S,
+)
+# a name given one string literal in a file (const X = "...", X := "..."), to resolve it
+_GO_NAMED = re.compile(
+    r'\b([A-Za-z_]\w*)(?:\s+string)?\s*:?=\s*("(?:\\.|[^"\\\n])*"|`[^`]*`)\s*(?=[\n;)])'
+)
+_GO_LITERAL = re.compile(r'"(?:\\.|[^"\\\n])*"|`[^`]*`')
+
+
+def go_printf_to_braces(text: str) -> str:
+    """Go's fmt verbs as `{}` (%q, which prints a quoted string, as `"{}"`), `%%` as `%`."""
+
+    def one(match: re.Match[str]) -> str:
+        return '"{}"' if match.group().endswith("q") else "{}"
+
+    return "%".join(_GO_PRINTF.sub(one, part) for part in text.split("%%"))
+
+
+def _go_literal(token: str) -> str:
+    if token.startswith("`"):
+        return token[1:-1]
+    return re.sub(r"\\(.)", lambda m: _C_ESCAPES.get(m.group(1), ""), token[1:-1])
+
+
+def _top_level_split(text: str, separator: str, quotes: str) -> list[str]:
+    """text split at each `separator` outside literals and brackets."""
+    parts, depth, begin, index = [], 0, 0, 0
+    while index < len(text):
+        char = text[index]
+        if char in quotes:
+            end = index + 1
+            while end < len(text) and text[end] != char:
+                end += 2 if text[end] == "\\" and char != "`" else 1
+            index = end + 1
+            continue
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[begin:index])
+            begin = index + 1
+        index += 1
+    parts.append(text[begin:])
+    return parts
+
+
+def _go_names(source: str) -> dict[str, str]:
+    """The names a Go file gives one string literal, each given only one (a const, a var, a
+    `:=`), with their text."""
+    named: dict[str, set[str]] = {}
+    for match in _GO_NAMED.finditer(source):
+        named.setdefault(match.group(1), set()).add(_go_literal(match.group(2)))
+    return {name: next(iter(texts)) for name, texts in named.items() if len(texts) == 1}
+
+
+def _go_text(argument: str, names: dict[str, str] | None = None) -> str | None:
+    """A Go string expression's text: literals (or names given one, see _go_names) joined by
+    `+` (any other operand as `{}`), and fmt.Sprintf's format (verbs as `{}`); None without a
+    literal."""
+    parts: list[str] = []
+    literal = False
+    for operand in _top_level_split(argument, "+", "\"'`"):
+        operand = operand.strip()
+        if _GO_LITERAL.fullmatch(operand):
+            parts.append(_go_literal(operand))
+            literal = True
+            continue
+        if names and operand in names:
+            parts.append(names[operand])
+            literal = True
+            continue
+        call = re.match(r"fmt\.Sprintf\s*\(", operand)
+        if call is not None:
+            arguments, _ = _c_arguments(operand, call.end(), "\"'`")
+            inner = _go_text(arguments[0], names) if arguments else None
+            if inner is not None:
+                parts.append(go_printf_to_braces(inner))
+                literal = True
+                continue
+        parts.append("{}")
+    return "".join(parts) if literal else None
+
+
+def go_messages(source: str, path: str) -> list[Found]:
+    """The messages of one Go file: the errors it makes (errors.New, fmt.Errorf, errors.Wrap,
+    status.Errorf, panic: raise, "error" or "panic") and its logger calls at Fatal, Panic, Error
+    and Warn levels (log, slog, klog, logrus, logr: a receiver whose name contains "log"), and
+    the "error" of a gin.H{...} reply (raise, "error"). A name the file gives one literal is
+    read as that literal."""
+    found: list[Found] = []
+    names = _go_names(source)
+    for match in _GO_TOKEN.finditer(source):
+        if match.lastgroup == "reply":
+            entries, _ = _c_arguments(source, match.end(), "\"'`")
+            for entry in entries:
+                key, sep, value = entry.partition(":")
+                if sep and key.strip() == '"error"':
+                    text = _go_text(value, names)
+                    if text is not None:
+                        found.append(Found(text, "raise", "error", "", path))
+            continue
+        if match.lastgroup != "call":
+            continue
+        name = match.group()[:-1].strip()
+        receiver, _, method = name.rpartition(".")
+        if name in _GO_ERRORS:
+            index = _GO_ERRORS[name]
+            arguments, _ = _c_arguments(source, match.end(), "\"'`")
+            if len(arguments) <= index:
+                continue
+            text = _go_text(arguments[index], names)
+            if text is None:
+                continue
+            if name.endswith("f"):
+                text = go_printf_to_braces(text)
+            exception = "panic" if name == "panic" else "error"
+            found.append(Found(text, "raise", exception, "", path))
+        elif method in _GO_LOG and "log" in receiver.lower():
+            level, index = _GO_LOG[method]
+            arguments, _ = _c_arguments(source, match.end(), "\"'`")
+            # logr's Error(err, "message", ...) puts the error first
+            candidates = arguments[index : index + 1] if index else arguments[:2]
+            texts = (_go_text(candidate, names) for candidate in candidates)
+            text = next((t for t in texts if t is not None), None)
+            if text is None:
+                continue
+            if method.endswith("f"):
+                text = go_printf_to_braces(text)
+            found.append(Found(text, "log", "", level, path))
+    return found
+
+
+# --- Rust sources --------------------------------------------------------------------------------
+
+# macro -> (kind, exception or level, index of the format argument; -1: the first argument that
+# is a literal, as tracing's macros put their fields first)
+_RUST_MACROS: dict[str, tuple[str, str, int]] = {
+    "anyhow": ("raise", "anyhow::Error", 0),
+    "bail": ("raise", "anyhow::Error", 0),
+    "ensure": ("raise", "anyhow::Error", 1),
+    "panic": ("raise", "panic", 0),
+    "error": ("log", "error", -1),
+    "warn": ("log", "warning", -1),
+}
+_RUST_STRING = r'b?r(?P<hashes>#*)".*?"(?P=hashes)|b?"(?:\\.|[^"\\])*"'
+_RUST_TOKEN = re.compile(
+    r"(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<string>" + _RUST_STRING + r")"
+    r"|(?P<attr>#\[error\s*\()|(?P<expect>\.(?:expect|context)\s*\()"
+    r"|(?P<macro>\b[A-Za-z_][\w:]*!\s*\()",
+    re.S,
+)
+_RUST_LITERAL = re.compile(_RUST_STRING, re.S)
+# what `#[error(...)]` describes: the variant (or struct) after the attribute's `]`
+_RUST_VARIANT = re.compile(
+    r"\s*\](?:\s|#\[[^\]]*\]|//[^\n]*)*(?:(?:pub(?:\([^)]*\))?|struct|enum)\s+)*"
+    r"([A-Za-z_]\w*)"
+)
+_RUST_ESCAPES = {"n": "\n", "t": " ", "r": "", '"': '"', "'": "'", "\\": "\\", "0": ""}
+
+
+def _rust_literal(token: str) -> str:
+    token = token.removeprefix("b")
+    if token.startswith("r"):
+        hashes = len(token) - len(token.lstrip("r#")) - 1
+        return token[hashes + 2 : len(token) - hashes - 1]
+    body = re.sub(r"\\\n\s*", "", token[1:-1])  # a line continuation
+    body = re.sub(r"\\u\{[0-9a-fA-F]+\}", "", body)
+    return re.sub(r"\\(.)", lambda m: _RUST_ESCAPES.get(m.group(1), ""), body)
+
+
+def _rust_text(argument: str) -> str | None:
+    """The format string of a macro argument that is one literal (format fields as `{}`)."""
+    argument = argument.strip()
+    if not _RUST_LITERAL.fullmatch(argument):
+        return None
+    return format_to_braces(_rust_literal(argument))
+
+
+def rust_messages(source: str, path: str) -> list[Found]:
+    """The messages of one Rust file: thiserror's `#[error("...")]` (raise, the variant it
+    describes), anyhow!, bail!, ensure! and .context("...") (raise, anyhow::Error), panic! and
+    .expect("...") (raise, panic), and the error!/warn! macros of tracing and log (their first
+    literal)."""
+    found: list[Found] = []
+    for match in _RUST_TOKEN.finditer(source):
+        group = match.lastgroup
+        if group in {"comment", "string"}:
+            continue
+        arguments, end = _c_arguments(source, match.end(), '"')
+        if not arguments:
+            continue
+        if group == "attr":
+            text = _rust_text(arguments[0])
+            variant = _RUST_VARIANT.match(source, end)
+            if text is not None and variant is not None:
+                found.append(Found(text, "raise", variant.group(1), "", path))
+            continue
+        if group == "expect":
+            text = _rust_text(arguments[0])
+            if text is not None:
+                context = match.group().startswith(".context")
+                found.append(
+                    Found(text, "raise", "anyhow::Error" if context else "panic", "", path)
+                )
+            continue
+        name = match.group()[:-1].strip()[:-1].rsplit("::", 1)[-1]
+        rule = _RUST_MACROS.get(name)
+        if rule is None:
+            continue
+        kind, label, index = rule
+        if index < 0:
+            text = next((t for t in map(_rust_text, arguments) if t is not None), None)
+        else:
+            text = _rust_text(arguments[index]) if len(arguments) > index else None
+        if text is None:
+            continue
+        exception = label if kind == "raise" else ""
         level = label if kind == "log" else ""
         found.append(Found(text, kind, exception, level, path))
     return found
@@ -797,10 +1237,152 @@ def extract_folder(producer: Producer, version: str, root: Path) -> Extraction:
     return result
 
 
-def extract(cache: Path, producers: Iterable[Producer]) -> dict[str, list[Extraction]]:
-    """Each downloaded release's messages (cached beside the archive, by EXTRACTOR_VERSION)."""
+# --- repositories --------------------------------------------------------------------------------
+
+# What a repository holds beside the code a user runs: test data, mocks, end-to-end and
+# integration tests (tests, docs and examples are left out by _SKIP_ALWAYS).
+_SKIP_REPOSITORY = re.compile(
+    r"(^|/)(testdata|e2e|mocks?|integration[-_]tests?|fixtures)/|_test\.go$|_mock\.go$"
+)
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_C_SUFFIX = re.compile(r"\.(c|cc|cpp|cu|cuh|h|hpp)$")
+
+
+def _git_dir(folder: Path) -> Path:
+    """The git directory of a clone (its .git) or of a bare repository (itself)."""
+    return folder / ".git" if (folder / ".git").exists() else folder
+
+
+def _git(git_dir: Path, *arguments: str) -> bytes:
+    done = subprocess.run(
+        ["git", f"--git-dir={git_dir}", *arguments], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        tail = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["failed"])[-1]
+        raise RuntimeError(f"git {arguments[0]}: {tail}")
+    return done.stdout
+
+
+def repository_files(git_dir: Path, commit: str) -> list[tuple[str, int, str]]:
+    """(path, size, blob) of each regular file of the commit's tree, by path (no link, no
+    submodule)."""
+    files = []
+    for record in _git(git_dir, "ls-tree", "-r", "-l", "-z", commit).split(b"\0"):
+        if not record:
+            continue
+        meta, path = record.split(b"\t", 1)
+        mode, kind, blob, size = meta.split()
+        # a blob the snapshot lacks (its largest files may be absent) has no size
+        if kind == b"blob" and mode in {b"100644", b"100755"} and size.isdigit():
+            files.append((path.decode("utf-8", "replace"), int(size), blob.decode()))
+    return sorted(files)
+
+
+class _Blobs:
+    """Blobs read through one `git cat-file --batch` (what `git show <blob>` prints)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.process = subprocess.Popen(
+            ["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def read(self, blob: str) -> bytes:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(blob.encode() + b"\n")
+        self.process.stdin.flush()
+        header = self.process.stdout.readline().split()
+        if len(header) != 3:
+            raise RuntimeError(f"git cat-file: no blob {blob}")
+        data = self.process.stdout.read(int(header[2]))
+        self.process.stdout.read(1)
+        return data
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def repository_reader(producer: Producer, path: str) -> str | None:
+    """How a repository's file is read (go, rust, c, python), or None when it is not."""
+    if _SKIP_ALWAYS.search(path) or _SKIP_REPOSITORY.search(path) or _matches(producer.skip, path):
+        return None
+    if path.endswith(".go") and _matches(producer.go_sources, path):
+        return "go"
+    if path.endswith(".rs") and _matches(producer.rust_sources, path):
+        return "rust"
+    if _C_SUFFIX.search(path) and _matches(producer.c_sources, path):
+        return "c"
+    if producer.python and path.endswith(".py"):
+        return "python"
+    return None
+
+
+def extract_repository(producer: Producer, commit: str, git_dir: Path) -> Extraction:
+    """The raw messages of one commit of a repository (read from its git directory, no network;
+    RuntimeError when the directory lacks the commit)."""
+    result = Extraction(producer.name, commit)
+    _git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}")
+    blobs = _Blobs(git_dir)
+    try:
+        for path, size, blob in repository_files(git_dir, commit):
+            if result.files >= MAX_FILES or len(result.found) >= MAX_PER_RELEASE:
+                break
+            reader = repository_reader(producer, path)
+            if reader is None:
+                continue
+            if size > MAX_SOURCE_BYTES:
+                result.skipped_large += 1
+                continue
+            data = blobs.read(blob)
+            if reader == "python":
+                found, parsed = python_messages(data, path)
+                result.found += found
+                result.unparsed += not parsed
+            else:
+                text = data.decode("utf-8", "replace")
+                if reader == "go":
+                    result.found += go_messages(text, path)
+                elif reader == "rust":
+                    result.found += rust_messages(text, path)
+                else:
+                    result.found += c_messages(text, path, producer.c_calls)
+            result.files += 1
+    finally:
+        blobs.close()
+    return result
+
+
+def extract(
+    cache: Path, producers: Iterable[Producer], repo_dirs: dict[str, Path] | None = None
+) -> dict[str, list[Extraction]]:
+    """Each downloaded release's messages (cached beside the archive, by EXTRACTOR_VERSION), and
+    each repository producer's commits, read from its git directory in repo_dirs (by producer
+    name or owner/name)."""
     out: dict[str, list[Extraction]] = {}
     for producer in producers:
+        if producer.repository:
+            found = (repo_dirs or {}).get(producer.name) or (repo_dirs or {}).get(
+                producer.repository
+            )
+            if found is None:
+                print(
+                    f"missing {producer.name}: no --repo-dir {producer.name}=GITDIR",
+                    file=sys.stderr,
+                )
+                continue
+            for version in producer.versions:
+                print(f"extract {producer.name} {version}", file=sys.stderr, flush=True)
+                try:
+                    result = extract_repository(producer, version, _git_dir(found))
+                except RuntimeError as error:
+                    print(f"missing {producer.name} {version}: {error}", file=sys.stderr)
+                    continue
+                result.found = sorted(set(result.found))
+                out.setdefault(producer.name, []).append(result)
+            continue
         for version in producer.versions:
             folder = cache / producer.name / version
             archive = _archive(folder) if folder.is_dir() else None
@@ -1082,8 +1664,14 @@ def classify(text: str, exception: str) -> tuple[str, str] | None:
 
 
 def place(producer: Producer, text: str, exception: str) -> tuple[str, str] | None:
-    """(family, cause) of a producer's message: by RULES, else the producer's default."""
+    """(family, cause) of a producer's message: by RULES, else by the producer's own rules, else
+    the producer's default."""
     placed = classify(text, exception)
+    for family, cause, words in () if placed is not None else producer.rules:
+        if Rule(family, cause, words).matches(text, exception):
+            advice = exception in NOT_A_CAUSE_CLASSES or NOT_A_CAUSE.search(text) is not None
+            placed = family, "not_a_cause" if advice else cause
+            break
     if placed is None and producer.default is not None:
         family, cause = producer.default
         advice = exception in NOT_A_CAUSE_CLASSES or NOT_A_CAUSE.search(text) is not None
@@ -1179,7 +1767,7 @@ def render_yaml(producer: Producer, versions: list[str], entries: list[Entry], a
         f"as_of: {_q(as_of)}",
         "certainty: primary",
         "source:",
-        *[f"  - {_q(release_url(producer.name, version))}" for version in versions],
+        *[f"  - {_q(source_url(producer, version))}" for version in versions],
         f"versions: [{', '.join(_q(v) for v in versions)}]",
         f"method: {_q(_method(producer))}",
         "messages:",
@@ -1200,6 +1788,13 @@ def render_yaml(producer: Producer, versions: list[str], entries: list[Entry], a
 
 def _method(producer: Producer) -> str:
     read = []
+    if producer.go_sources:
+        read.append("Go sources (error values, panics and logger calls at warn level and above)")
+    if producer.rust_sources:
+        read.append(
+            "Rust sources (thiserror #[error], anyhow!, bail!, context, panic!, expect, "
+            "error!/warn!)"
+        )
     if producer.python:
         read.append("Python sources (ast: raise, logger and warnings calls)")
     if producer.c_sources:
@@ -1207,7 +1802,15 @@ def _method(producer: Producer) -> str:
     if producer.native:
         read.append("printable strings of native libraries (error-like, native_filter)")
     kind = "sdist" if producer.sdist else "wheel (manylinux x86_64, CPython 3.12)"
+    if producer.repository:
+        pairs = zip(producer.versions, _tags(producer), strict=True)
+        tags = [f"{v} (tag {t})" if t else v for v, t in pairs]
+        kind = f"git tree of github.com/{producer.repository} at {', '.join(tags)}"
     return f"{kind}: {'; '.join(read)}; extractor v{EXTRACTOR_VERSION}"
+
+
+def _tags(producer: Producer) -> list[str]:
+    return [*producer.tags, *[""] * len(producer.versions)][: len(producer.versions)]
 
 
 def build(
@@ -1254,7 +1857,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     parser.add_argument("--producer", action="append", default=[])
     parser.add_argument("--date", default=datetime.date.today().isoformat())
+    parser.add_argument(
+        "--repo-dir",
+        action="append",
+        default=[],
+        metavar="NAME=GITDIR",
+        help="the git directory (or clone) of a repository producer, by name or owner/name",
+    )
     args = parser.parse_args(argv)
+    repo_dirs: dict[str, Path] = {}
+    for item in args.repo_dir:
+        name, sep, folder = item.partition("=")
+        if not sep or not name or not folder:
+            parser.error(f"--repo-dir {item}: expected NAME=GITDIR")
+        repo_dirs[name] = Path(folder).expanduser()
+    for producer in PRODUCERS:
+        if producer.repository and not all(_COMMIT.match(v) for v in producer.versions):
+            parser.error(f"{producer.name}: a repository producer's versions are 40-hex commits")
     cache = args.cache.expanduser().resolve()
     if cache == ROOT or ROOT in cache.parents:
         parser.error("the cache must be outside the repository")
@@ -1263,7 +1882,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in download(cache, chosen):
             print(f"not downloaded: {line}", file=sys.stderr)
     if args.step in {"extract", "build", "all"}:
-        extractions = extract(cache, chosen)
+        extractions = extract(cache, chosen, repo_dirs)
         if args.step in {"build", "all"}:
             written = build(extractions, chosen, args.out, args.date)
             _summary(written, extractions)

@@ -1227,6 +1227,9 @@ MessageFamily = Literal[
 MessageCause = FailureClass | Literal["not_a_cause", ""]
 MessageKind = Literal["raise", "log", "native"]
 _RELEASE_URL = r"^https://pypi\.org/project/[A-Za-z0-9._-]+/[A-Za-z0-9._+-]+/$"
+# a repository producer's source: its GitHub tree at one commit
+_TREE_URL = r"^https://github\.com/[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/tree/[0-9a-f]{40}$"
+_SOURCE_URL = f"{_RELEASE_URL}|{_TREE_URL}"
 
 
 class CatalogueMessage(_Knowledge, frozen=True, kw_only=True):
@@ -1267,13 +1270,18 @@ class CatalogueMessage(_Knowledge, frozen=True, kw_only=True):
 
 
 class MessageCatalogue(_Knowledge, frozen=True, kw_only=True):
-    """messages/<producer>.yaml: the failure messages of one PyPI project's releases, one entry
-    per distinct message (versions merged), written by scripts/message_catalogue.py."""
+    """messages/<producer>.yaml: the failure messages of one PyPI project's releases (or of one
+    GitHub repository's commits, for a producer not on PyPI), one entry per distinct message
+    (versions merged), written by scripts/message_catalogue.py."""
 
     producer: Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9][A-Za-z0-9._-]*$")]
     source: Annotated[
-        list[Annotated[str, msgspec.Meta(pattern=_RELEASE_URL)]],
-        msgspec.Meta(min_length=1, description="the PyPI release pages of the releases read"),
+        list[Annotated[str, msgspec.Meta(pattern=_SOURCE_URL)]],
+        msgspec.Meta(
+            min_length=1,
+            description="the PyPI release pages of the releases read, or the repository's "
+            "GitHub tree at each commit read (the commit then is the version)",
+        ),
     ]
     as_of: date
     certainty: Certainty
@@ -1285,6 +1293,11 @@ class MessageCatalogue(_Knowledge, frozen=True, kw_only=True):
         known = set(self.versions)
         with _field("source"):
             for url in self.source:
+                if re.match(_TREE_URL, url):
+                    name, _, commit = url.split("/")[-3:]
+                    if name.lower() != self.producer.lower() or commit not in known:
+                        raise ValueError(f"{url}: not a commit of {self.producer} in versions")
+                    continue
                 if url.rstrip("/").rsplit("/", 2)[-2:] not in (
                     [self.producer, version] for version in self.versions
                 ):
