@@ -444,3 +444,33 @@ def test_cli_knowledge_check_prints_the_coverage_table() -> None:
     assert len(alone.stdout.splitlines()) > len(listed.stdout.splitlines())
     missing = run_cli("knowledge", "check", "--corpus", str(corpus / "absent"))
     assert missing.exit_code == 2 and "does not exist" in missing.stderr
+
+
+@pytest.mark.slow
+def test_every_signature_pattern_is_worded_by_a_producer_or_a_real_log() -> None:
+    """Issue 21: a rule is grounded in the programs that print its message or in real reports;
+    `knowledge check` with the development corpus fails on a pattern grounded in neither."""
+    from cli import run_cli
+
+    data = Path(__file__).parent / "data"
+    folders = [str(data / name / "logs") for name in ("corpus", "corpus-incoming", "corpus-runs")]
+    done = run_cli("knowledge", "check", *[arg for f in folders for arg in ("--corpus", f)])
+    assert done.exit_code == 0, done.stdout.splitlines()[-20:]
+
+
+@pytest.mark.slow
+def test_knowledge_check_lists_what_a_signature_covers() -> None:
+    from cli import run_cli
+
+    done = run_cli("knowledge", "check", "--covers", "cuda-out-of-memory")
+    assert done.exit_code == 0
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("VT301 cuda-out-of-memory:")
+    assert "  pattern 'CUDA out of memory': " in done.stdout
+    assert any(
+        line.startswith("    torch torch/lib/libc10_cuda.so") and "Tried to allocate" in line
+        for line in lines
+    )
+    missing = run_cli("knowledge", "check", "--covers", "VT000")
+    assert missing.exit_code == 2 and missing.stdout == ""
+    assert missing.stderr.count("\n") == 1 and "no signature 'VT000'" in missing.stderr

@@ -1886,16 +1886,29 @@ def fleet_run_command(
     "corpus_dirs",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     multiple=True,
-    help="A folder of labelled logs (*.log) whose lines count as matched, for --unmatched "
-    "(repeatable).",
+    help="A folder of labelled logs (*.log) whose lines count as matched (repeatable). With it, a "
+    "signature pattern whose wording is in no producer's message and no line of these logs "
+    "fails the check.",
 )
-def knowledge_check(unmatched: bool, corpus_dirs: tuple[Path, ...]) -> None:
+@click.option(
+    "--covers",
+    "covers",
+    metavar="SIGNATURE",
+    help="Instead of the check, list the catalogued messages each pattern of this signature (id "
+    "or name) matches.",
+)
+def knowledge_check(unmatched: bool, corpus_dirs: tuple[Path, ...], covers: str | None) -> None:
     """Validate every knowledge file, every example, and every tie between the data and the code;
-    print how much of the message catalogue (data/messages) the signatures recognise."""
+    print how much of the message catalogue (data/messages) the signatures recognise. Given the
+    corpus (--corpus), fail on a signature pattern that no producer prints and no real log shows
+    (--unmatched lists them without failing)."""
     from vllm_triage.knowledge import load_knowledge
-    from vllm_triage.ties import catalogue_check, check_knowledge
+    from vllm_triage.ties import catalogue_check, check_knowledge, signature_coverage
 
     kb = load_knowledge(cached=False)
+    if covers is not None:
+        print("\n".join(signature_coverage(kb, covers)))
+        return
     problems = check_knowledge(kb)
     for problem in problems:
         print(problem)
@@ -1915,9 +1928,16 @@ def knowledge_check(unmatched: bool, corpus_dirs: tuple[Path, ...]) -> None:
     catalogue = catalogue_check(kb, corpus_dirs)
     for line in catalogue.table:
         print(line)
-    if unmatched:
+    if unmatched or (corpus_dirs and catalogue.unmatched):
         for line in catalogue.unmatched:
             print(line)
+    if corpus_dirs and catalogue.unmatched and not unmatched:
+        print(
+            f"{len(catalogue.unmatched)} signature pattern(s) whose wording no producer prints "
+            "and no corpus log shows",
+            file=sys.stderr,
+        )
+        raise click.exceptions.Exit(EXIT_NO_GO)
 
 
 @knowledge_app.command("show")

@@ -223,3 +223,33 @@ def catalogue_check(kb: KnowledgeBase, corpus_dirs: Sequence[Path] = ()) -> Cata
             for ref in unmatched
         ],
     )
+
+
+# Entries listed per pattern by signature_coverage; the rest are counted.
+_COVERED_SHOWN = 8
+
+
+def signature_coverage(kb: KnowledgeBase, rule: str) -> list[str]:
+    """What one signature (id or name) covers of the message catalogue, pattern by pattern: the
+    catalogued messages each pattern matches, with producer, file and versions (the first
+    _COVERED_SHOWN, then a count), or that it matches none."""
+    from vllm_triage.errors import InputError
+    from vllm_triage.knowledge.messages import (
+        covered_entries,
+        load_catalogues,
+        signature_patterns,
+    )
+
+    signature = kb.signature(rule)
+    if signature is None:
+        raise InputError(f"no signature {rule!r} (see `vllm-triage knowledge show signatures`)")
+    refs = [ref for ref in signature_patterns(kb) if ref.signature == signature.id]
+    lines = [f"{signature.id} {signature.name}: the catalogued messages each pattern matches"]
+    for covered in covered_entries(refs, load_catalogues(kb.data_dir)):
+        lines.append(f"  pattern {covered.ref.pattern!r}: {len(covered.entries)} message(s)")
+        for producer, entry in covered.entries[:_COVERED_SHOWN]:
+            text = entry.message.replace("\n", " ")
+            lines.append(f"    {producer} {entry.file} ({', '.join(entry.versions)}): {text[:160]}")
+        if len(covered.entries) > _COVERED_SHOWN:
+            lines.append(f"    ... and {len(covered.entries) - _COVERED_SHOWN} more")
+    return lines

@@ -168,6 +168,28 @@ def coverage(patterns: Sequence[PatternRef], catalogues: Iterable[MessageCatalog
     return Coverage(rows, list(patterns), unmatched)
 
 
+@dataclass(frozen=True)
+class Covered:
+    """The catalogued messages one signature pattern matches, with their producers."""
+
+    ref: PatternRef
+    entries: list[tuple[str, CatalogueMessage]]
+
+
+def covered_entries(
+    refs: Sequence[PatternRef], catalogues: Iterable[MessageCatalogue]
+) -> list[Covered]:
+    """For each pattern of refs, the catalogue entries (producer, entry) it matches, in the
+    catalogues' order: what a signature covers of the producers' messages."""
+    compiled = PatternSet([ref.pattern for ref in refs])
+    found: dict[int, list[tuple[str, CatalogueMessage]]] = {i: [] for i in range(len(refs))}
+    for catalogue in catalogues:
+        for entry in catalogue.messages:
+            for index in compiled.matches_any(message_lines(entry)):
+                found[index].append((catalogue.producer, entry))
+    return [Covered(ref, found[index]) for index, ref in enumerate(refs)]
+
+
 def unmatched_anywhere(refs: Sequence[PatternRef], lines: Iterable[str]) -> list[PatternRef]:
     """The patterns of refs that match none of the lines (a corpus's normalised log lines)."""
     compiled = PatternSet([ref.pattern for ref in refs])
