@@ -64,6 +64,20 @@ A repository producer's catalogue records its GitHub tree at the commit as its s
 (https://github.com/<owner>/<name>/tree/<commit>) and the commit as its version (its tag, where it
 has one, in the method line).
 
+Some wording is printed by programs too big to fetch or to read whole, or printed from files no
+reader above takes (the Linux kernel's OOM killer, PyTorch's C++ sources, XLA, llama.cpp's CUDA
+kernels, CPython's C sources): scripts/cited_wording.yaml cites it, per producer (named as its
+GitHub repository is, the schema's rule for a tree URL) its repository and, per file read, the
+file's path, the commit it was read at and each message verbatim as that file prints it (a
+runtime value, printf or format specifier as `{}`; pieces streamed or concatenated joined as the
+readers above join them), with its kind and class or level. The script reads nothing for them:
+`extract` turns the file into one extraction per commit, which `build` merges, places and renders
+as any other (a message no rule places is left out). A producer the script already reads (a PyPI
+project, a repository producer) gets its cited commits as versions after its own; any other name
+is a producer of its own (with the default [family, cause] the file may give it, as
+Producer.default). Its source is the repository's tree at each cited commit, and its method line
+names the files' repository and commits.
+
 Every message is then sorted into a family by the rules of RULES below (first match wins; each
 rule is a regular expression over the message, read case-insensitively unless it says otherwise,
 or an exception class; a producer's own rules, Producer.rules, place what RULES leave out),
@@ -110,7 +124,7 @@ import textwrap
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +176,35 @@ class Producer:
     # The producer's own family rules, (family, cause, words) as a Rule's, for the messages no
     # rule of RULES places (a server's own wording: TGI's shards, ollama's context length).
     rules: tuple[tuple[str, str, str], ...] = ()
+    # Wording cited from single files of a public GitHub repository (scripts/cited_wording.yaml):
+    # the repository ("owner/name", its name the producer's) and each message as a Cited. Their
+    # commits are versions of the producer too (after those it reads itself).
+    cited_repository: str = ""
+    cited: tuple[Cited, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cited:
+    """One message read in one file of a repository at one commit (cited_wording.yaml)."""
+
+    commit: str
+    message: str
+    kind: str  # raise, log, native
+    exception: str
+    level: str
+    file: str
+
+
+def cited_commits(producer: Producer) -> tuple[str, ...]:
+    """The commits a producer's cited wording was read at, in the order cited_wording.yaml
+    names them."""
+    return tuple(dict.fromkeys(item.commit for item in producer.cited))
+
+
+def own_versions(producer: Producer) -> tuple[str, ...]:
+    """The versions the producer's own reader reads (its releases or commits), not the cited."""
+    cited = set(cited_commits(producer))
+    return tuple(v for v in producer.versions if v not in cited)
 
 
 PRODUCERS: tuple[Producer, ...] = (
@@ -281,7 +324,8 @@ REPOSITORY_PRODUCERS: tuple[Producer, ...] = (
             (
                 "platform",
                 "no_gpu_visible",
-                r"driver not loaded|nvml error|initialization error|detection error|device error",
+                r"driver not loaded|nvml error|initialization error|detection error|device error|"
+                r"no adapters (were )?found",
             ),
         ),
     ),
@@ -361,6 +405,112 @@ REPOSITORY_PRODUCERS: tuple[Producer, ...] = (
 )
 PRODUCERS += REPOSITORY_PRODUCERS
 
+# --- cited wording -------------------------------------------------------------------------------
+
+CITED_FILE = Path(__file__).resolve().parent / "cited_wording.yaml"
+_REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CITED_LEVELS = ("critical", "error", "exception", "warning")
+
+
+CitedProducer = tuple[str, tuple["Cited", ...], tuple[str, str] | None]
+
+
+def load_cited(path: Path) -> dict[str, CitedProducer]:
+    """cited_wording.yaml: by producer, the repository, the messages cited from its files and
+    the default (family, cause) of a producer of its own, if any (ValueError for an entry the
+    catalogue cannot hold). The file is YAML in JSON's flow form (a JSON document is YAML),
+    read with json once its `#` comment lines are dropped, so that the script needs no YAML
+    library."""
+    if not path.is_file():
+        return {}
+    text = "\n".join(
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if not line.lstrip().startswith("#")
+    )
+    document = json.loads(text)
+    out: dict[str, CitedProducer] = {}
+    for block in document["producers"]:
+        name, repository = block["producer"], block["repository"]
+        where = f"{path.name}: {name}"
+        if not _REPOSITORY.match(repository) or repository.split("/")[1].lower() != name.lower():
+            raise ValueError(f"{where}: repository {repository!r} is not owner/{name}")
+        if name in out:
+            raise ValueError(f"{where}: listed twice")
+        items: list[Cited] = []
+        for group in block["files"]:
+            commit, file = group["commit"], group["file"]
+            if not _COMMIT.match(commit):
+                raise ValueError(f"{where}: {file}: commit {commit!r} is not 40 hex digits")
+            for entry in group["messages"]:
+                kind = entry["kind"]
+                exception, level = entry.get("exception", ""), entry.get("level", "")
+                if kind == "raise" and (not exception or level):
+                    raise ValueError(f"{where}: {entry['message']!r}: a raise names its class")
+                if kind == "log" and (level not in _CITED_LEVELS or exception):
+                    raise ValueError(f"{where}: {entry['message']!r}: a log call names its level")
+                if kind == "native" and (exception or level):
+                    raise ValueError(f"{where}: {entry['message']!r}: a native string is bare")
+                if kind not in _KIND_ORDER:
+                    raise ValueError(f"{where}: {entry['message']!r}: unknown kind {kind!r}")
+                items.append(Cited(commit, entry["message"], kind, exception, level, file))
+        default = block.get("default")
+        if default is not None and (
+            len(default) != 2 or not all(isinstance(d, str) for d in default)
+        ):
+            raise ValueError(f"{where}: default is [family, cause]")
+        out[name] = (repository, tuple(items), (default[0], default[1]) if default else None)
+    return out
+
+
+def with_cited(
+    producers: tuple[Producer, ...], cited: dict[str, CitedProducer]
+) -> tuple[Producer, ...]:
+    """The producers with their cited wording: a producer the script reads already gets it (its
+    versions followed by the cited commits; its own default stands), any other name becomes a
+    producer of its own (with the default cited_wording.yaml names, if any)."""
+    out: list[Producer] = []
+    for producer in producers:
+        if producer.name in cited:
+            repository, items, default = cited[producer.name]
+            if default is not None:
+                raise ValueError(f"{producer.name}: a producer the script reads has its default")
+            if producer.repository and producer.repository != repository:
+                raise ValueError(f"{producer.name}: cited from {repository}, not its repository")
+            commits = tuple(dict.fromkeys(item.commit for item in items))
+            versions = producer.versions + tuple(c for c in commits if c not in producer.versions)
+            producer = replace(
+                producer, versions=versions, cited_repository=repository, cited=items
+            )
+        out.append(producer)
+    known = {producer.name for producer in producers}
+    for name, (repository, items, default) in cited.items():
+        if name not in known:
+            commits = tuple(dict.fromkeys(item.commit for item in items))
+            out.append(
+                Producer(
+                    name,
+                    commits,
+                    python=False,
+                    default=default,
+                    cited_repository=repository,
+                    cited=items,
+                )
+            )
+    return tuple(out)
+
+
+def cited_extractions(producer: Producer) -> list[Extraction]:
+    """The producer's cited wording, one extraction per commit (nothing read: the file lists
+    it)."""
+    out = []
+    for commit in cited_commits(producer):
+        items = [item for item in producer.cited if item.commit == commit]
+        found = sorted({Found(i.message, i.kind, i.exception, i.level, i.file) for i in items})
+        out.append(Extraction(producer.name, commit, found, len({i.file for i in items})))
+    return out
+
+
 _SKIP_ALWAYS = re.compile(
     r"(^|/)(tests?|testing|examples?|benchmarks?|docs?|third_party|_vendor)/|(^|/)test_[^/]*\.py$"
 )
@@ -384,7 +534,10 @@ def release_url(producer: str, version: str) -> str:
 
 
 def source_url(producer: Producer, version: str) -> str:
-    """The page of what was read: a PyPI release, or a repository's tree at a commit."""
+    """The page of what was read: a PyPI release, or a repository's tree at a commit (the cited
+    repository's, for a commit of cited wording)."""
+    if version in cited_commits(producer):
+        return f"https://github.com/{producer.cited_repository}/tree/{version}"
     if producer.repository:
         return f"https://github.com/{producer.repository}/tree/{version}"
     return release_url(producer.name, version)
@@ -403,7 +556,7 @@ def download(cache: Path, producers: Iterable[Producer]) -> list[str]:
     releases that could not be had, one line each."""
     failed: list[str] = []
     for producer in producers:
-        for version in () if producer.repository else producer.versions:
+        for version in () if producer.repository else own_versions(producer):
             folder = cache / producer.name / version
             if _archive(folder) is not None:
                 continue
@@ -1363,57 +1516,67 @@ def extract(
     name or owner/name)."""
     out: dict[str, list[Extraction]] = {}
     for producer in producers:
-        if producer.repository:
-            found = (repo_dirs or {}).get(producer.name) or (repo_dirs or {}).get(
-                producer.repository
-            )
-            if found is None:
-                print(
-                    f"missing {producer.name}: no --repo-dir {producer.name}=GITDIR",
-                    file=sys.stderr,
-                )
-                continue
-            for version in producer.versions:
-                print(f"extract {producer.name} {version}", file=sys.stderr, flush=True)
-                try:
-                    result = extract_repository(producer, version, _git_dir(found))
-                except RuntimeError as error:
-                    print(f"missing {producer.name} {version}: {error}", file=sys.stderr)
-                    continue
-                result.found = sorted(set(result.found))
-                out.setdefault(producer.name, []).append(result)
-            continue
-        for version in producer.versions:
-            folder = cache / producer.name / version
-            archive = _archive(folder) if folder.is_dir() else None
-            if archive is None:
-                print(f"missing {producer.name} {version}: not downloaded", file=sys.stderr)
-                continue
-            saved = folder / f"extract-v{EXTRACTOR_VERSION}.json"
-            if saved.is_file():
-                document = json.loads(saved.read_text(encoding="utf-8"))
-                result = Extraction(
-                    producer.name,
-                    version,
-                    [Found(**item) for item in document["found"]],
-                    document["files"],
-                    document["unparsed"],
-                    document["skipped_large"],
-                )
-            else:
-                print(f"extract {producer.name} {version}", file=sys.stderr, flush=True)
-                result = extract_archive(producer, version, archive)
-                result.found = sorted(set(result.found))
-                document = {
-                    "archive": archive.name,
-                    "files": result.files,
-                    "unparsed": result.unparsed,
-                    "skipped_large": result.skipped_large,
-                    "found": [vars(item) for item in result.found],
-                }
-                saved.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
-            out.setdefault(producer.name, []).append(result)
+        _extract_own(cache, producer, repo_dirs, out)
+        if producer.cited:
+            out.setdefault(producer.name, []).extend(cited_extractions(producer))
     return out
+
+
+def _extract_own(
+    cache: Path,
+    producer: Producer,
+    repo_dirs: dict[str, Path] | None,
+    out: dict[str, list[Extraction]],
+) -> None:
+    """The releases or commits the producer's own reader reads, into out."""
+    if producer.repository:
+        found = (repo_dirs or {}).get(producer.name) or (repo_dirs or {}).get(producer.repository)
+        if found is None:
+            print(
+                f"missing {producer.name}: no --repo-dir {producer.name}=GITDIR",
+                file=sys.stderr,
+            )
+            return
+        for version in own_versions(producer):
+            print(f"extract {producer.name} {version}", file=sys.stderr, flush=True)
+            try:
+                result = extract_repository(producer, version, _git_dir(found))
+            except RuntimeError as error:
+                print(f"missing {producer.name} {version}: {error}", file=sys.stderr)
+                continue
+            result.found = sorted(set(result.found))
+            out.setdefault(producer.name, []).append(result)
+        return
+    for version in own_versions(producer):
+        folder = cache / producer.name / version
+        archive = _archive(folder) if folder.is_dir() else None
+        if archive is None:
+            print(f"missing {producer.name} {version}: not downloaded", file=sys.stderr)
+            continue
+        saved = folder / f"extract-v{EXTRACTOR_VERSION}.json"
+        if saved.is_file():
+            document = json.loads(saved.read_text(encoding="utf-8"))
+            result = Extraction(
+                producer.name,
+                version,
+                [Found(**item) for item in document["found"]],
+                document["files"],
+                document["unparsed"],
+                document["skipped_large"],
+            )
+        else:
+            print(f"extract {producer.name} {version}", file=sys.stderr, flush=True)
+            result = extract_archive(producer, version, archive)
+            result.found = sorted(set(result.found))
+            document = {
+                "archive": archive.name,
+                "files": result.files,
+                "unparsed": result.unparsed,
+                "skipped_large": result.skipped_large,
+                "found": [vars(item) for item in result.found],
+            }
+            saved.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+        out.setdefault(producer.name, []).append(result)
 
 
 # --- families ------------------------------------------------------------------------------------
@@ -1470,7 +1633,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "cuda_init",
         "driver_library_mismatch",
-        r"driver/library version mismatch|library version mismatch|kernel module.*version",
+        r"driver/library version mismatch|library version mismatch|kernel module.*version|"
+        r"kernel version [^\n]*does not match [^\n]*version",
     ),
     Rule(
         "cuda_init",
@@ -1494,7 +1658,8 @@ RULES: tuple[Rule, ...] = (
         r"not compatible with the current (pytorch|gpu)|invalid device function|"
         r"unsupported (ptx|toolchain)|ptx (was )?compiled with an unsupported|"
         r"UnsupportedPtxVersion|UNSUPPORTED_PTX_VERSION|(gpu|device) (is )?not supported|"
-        r"requires? (an? )?(ampere|hopper|blackwell|volta|turing|ada)",
+        r"requires? (an? )?(ampere|hopper|blackwell|volta|turing|ada)|"
+        r"no device code compatible with",
     ),
     Rule(
         "platform",
@@ -1523,7 +1688,8 @@ RULES: tuple[Rule, ...] = (
         "host_memory",
         r"cannot allocate memory|bad_alloc|oom[ -]?kill|memory limit of the container|"
         r"(host|cpu|system) (memory|ram)[^\n]*(not enough|insufficient|exceed|out of|too "
-        r"(small|little)|only)|(not enough|insufficient|out of) (host|cpu|system) (memory|ram)",
+        r"(small|little)|only)|(not enough|insufficient|out of) (host|cpu|system) (memory|ram)|"
+        r"memory cgroup|\bkill(ed)? process\b|cpu ?allocator",
         classes=("MemoryError",),
     ),
     Rule("host_memory", "", r"host memory|pinned memory|cpu memory|\bram\b|swap space|cpu offload"),
@@ -1556,7 +1722,10 @@ RULES: tuple[Rule, ...] = (
         r"built (with|for|against) (a )?(different|torch|cuda)|failed to (import|load) "
         r"(the )?(library|extension|module|kernel)|could not (import|load) |"
         r"import (error|failed)|cannot import|version mismatch|upgrade (to|your)|"
-        r"is not available\. please|unsupported (torch|cuda|python|triton) version",
+        r"is not available\. please|unsupported (torch|cuda|python|triton) version|"
+        r"module '[^'\n]*' has no attribute|\bfailed to import \S+ because\b|"
+        r"takes \S+ positional arguments? but \S+ (were|was) given|"
+        r"missing \S+ required positional arguments?",
         classes=("ImportError", "ModuleNotFoundError"),
     ),
     Rule(
@@ -1573,7 +1742,8 @@ RULES: tuple[Rule, ...] = (
         r"unrecognized|unknown|not recognized|not currently supported)|"
         r"unrecognized (model|configuration|config class)|supported architectures|"
         r"does not recognize this architecture|trust_remote_code|trust-remote-code|"
-        r"model class [^\n]*not (found|supported)",
+        r"model class [^\n]*not (found|supported)|"
+        r"no model architectures? (are |is )?specified",
     ),
     Rule(
         "model_loading",
@@ -1586,7 +1756,7 @@ RULES: tuple[Rule, ...] = (
         r"(revision|repo(sitory)?|model|file|folder|directory|path)|EntryNotFound|"
         r"LocalEntryNotFound|HfHubHTTPError|cannot find the requested files|"
         r"connection (error|to) [^\n]*(hub|huggingface)|couldn't connect to|"
-        r"permission denied|login|authenticat",
+        r"permission denied|login|authenticat|path to a local folder",
         classes=(
             "RepositoryNotFoundError",
             "GatedRepoError",
@@ -1605,7 +1775,8 @@ RULES: tuple[Rule, ...] = (
         r"safetensors|checkpoint|\bweights?\b|state[ _]dict|config\.json|tokenizer[^\n]*"
         r"(not found|could not|failed|missing)|header too large|incomplete metadata|"
         r"MetadataIncompleteBuffer|invalid header|(shape|size) mismatch|missing key|"
-        r"unexpected key|gguf|quantiz(ation|ed) (config|method)|load(ing)? (the )?model",
+        r"unexpected key|gguf|quantiz(ation|ed) (config|method)|load(ing)? (the )?model|"
+        r"deserializ\w* (the )?header",
         classes=("SafetensorError",),
     ),
     Rule(
@@ -1631,7 +1802,8 @@ RULES: tuple[Rule, ...] = (
         "platform",
         "",
         r"\bdevice type|\bplatform\b|\bROCm\b|\bHIP\b|\bXPU\b|\bTPU\b|\bHPU\b|\bNPU\b|"
-        r"\bMPS\b|cpu backend|current device|no (accelerator|device)|device [^\n]*not available",
+        r"\bMPS\b|cpu backend|current device|no (accelerator|device)|device [^\n]*not available|"
+        r"\bactive drivers?\b",
     ),
     Rule(
         "config",
@@ -1769,7 +1941,7 @@ def render_yaml(producer: Producer, versions: list[str], entries: list[Entry], a
         "source:",
         *[f"  - {_q(source_url(producer, version))}" for version in versions],
         f"versions: [{', '.join(_q(v) for v in versions)}]",
-        f"method: {_q(_method(producer))}",
+        f"method: {_q(_method(producer, versions))}",
         "messages:",
     ]
     for e in entries:
@@ -1786,7 +1958,25 @@ def render_yaml(producer: Producer, versions: list[str], entries: list[Entry], a
     return "\n".join(lines) + "\n"
 
 
-def _method(producer: Producer) -> str:
+def _method(producer: Producer, versions: list[str] | None = None) -> str:
+    """What was read of the versions read (all of the producer's by default), and how."""
+    versions = list(producer.versions) if versions is None else versions
+    cited = [v for v in cited_commits(producer) if v in versions]
+    own = [v for v in own_versions(producer) if v in versions]
+    parts = [_own_method(producer, own)] if own else []
+    if cited:
+        files = sorted({item.file for item in producer.cited if item.commit in cited})
+        parts.append(
+            f"wording cited from {len(files)} named file(s) of the public repository "
+            f"github.com/{producer.cited_repository} at {', '.join(cited)} (each file read at "
+            "its commit; scripts/cited_wording.yaml lists each message verbatim as the file "
+            "prints it, a runtime value or printf/format specifier as {}, with its kind, class "
+            "or level and file)"
+        )
+    return "; and ".join(parts)
+
+
+def _own_method(producer: Producer, own: list[str]) -> str:
     read = []
     if producer.go_sources:
         read.append("Go sources (error values, panics and logger calls at warn level and above)")
@@ -1804,7 +1994,7 @@ def _method(producer: Producer) -> str:
     kind = "sdist" if producer.sdist else "wheel (manylinux x86_64, CPython 3.12)"
     if producer.repository:
         pairs = zip(producer.versions, _tags(producer), strict=True)
-        tags = [f"{v} (tag {t})" if t else v for v, t in pairs]
+        tags = [f"{v} (tag {t})" if t else v for v, t in pairs if v in own]
         kind = f"git tree of github.com/{producer.repository} at {', '.join(tags)}"
     return f"{kind}: {'; '.join(read)}; extractor v{EXTRACTOR_VERSION}"
 
@@ -1846,6 +2036,10 @@ def _summary(written: dict[str, list[Entry]], extractions: dict[str, list[Extrac
         print(
             f"{name}: {len(entries)} messages (of {raw} found, {unparsed} unparsed files): {shown}"
         )
+
+
+# Every producer with the wording cited for it (cited_wording.yaml, beside this script).
+PRODUCERS = with_cited(PRODUCERS, load_cited(CITED_FILE))
 
 
 def main(argv: list[str] | None = None) -> int:
