@@ -335,6 +335,26 @@ def test_coverage_on_a_tiny_catalogue() -> None:
     assert len(table) == 5 and "66.7%" in table[2] and table[-1].split()[0] == "all"
 
 
+def test_an_example_that_is_an_instance_of_a_message_grounds_its_pattern() -> None:
+    """A producer that fills a value in at run time ("Insufficient {}") prints wording no
+    placeholder reading shows; the signature's real example line is an instance of it."""
+    scheduler = _catalogue(
+        "kubernetes",
+        _entry("{}/{} nodes are available: {} Insufficient {}.", family="platform"),
+    )
+    event = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    refs = [
+        PatternRef("VT001", "gpu", "a.yaml", "[Ii]nsufficient nvidia[.]com/gpu", examples=(event,)),
+        PatternRef("VT002", "bare", "a.yaml", "[Ii]nsufficient nvidia[.]com/gpu"),
+        PatternRef(
+            "VT003", "other", "a.yaml", "Insufficient memory", examples=("Insufficient memory",)
+        ),
+    ]
+    result = coverage(refs, [scheduler])
+    assert [ref.signature for ref in result.unmatched] == ["VT002", "VT003"]
+    assert result.producers[0].matched == 1
+
+
 @pytest.fixture
 def tiny_data(tmp_path: Path) -> Path:
     """The packaged knowledge with a catalogue of two messages instead of the real one."""

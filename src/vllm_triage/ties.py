@@ -181,6 +181,11 @@ class CatalogueReport:
     unmatched: list[str]
 
 
+def _as_scanned(line: str) -> str:
+    """A line as the scanner reads it (prefixes, levels and colour codes off)."""
+    return normalize(line.encode(), 1).message
+
+
 def corpus_lines(folders: Sequence[Path]) -> list[str]:
     """Every line of the `*.log` files in the folders, normalised as the scanner normalises a
     line."""
@@ -211,7 +216,7 @@ def catalogue_check(kb: KnowledgeBase, corpus_dirs: Sequence[Path] = ()) -> Cata
     catalogues = load_catalogues(kb.data_dir)
     if not catalogues:
         return CatalogueReport([], [])
-    result = coverage(signature_patterns(kb), catalogues)
+    result = coverage(signature_patterns(kb, _as_scanned), catalogues)
     unmatched = unmatched_anywhere(result.unmatched, corpus_lines(corpus_dirs))
     where = "no catalogued message of any producer" + (
         " and no corpus log line" if corpus_dirs else ""
@@ -243,7 +248,7 @@ def signature_coverage(kb: KnowledgeBase, rule: str) -> list[str]:
     signature = kb.signature(rule)
     if signature is None:
         raise InputError(f"no signature {rule!r} (see `vllm-triage knowledge show signatures`)")
-    refs = [ref for ref in signature_patterns(kb) if ref.signature == signature.id]
+    refs = [ref for ref in signature_patterns(kb, _as_scanned) if ref.signature == signature.id]
     lines = [f"{signature.id} {signature.name}: the catalogued messages each pattern matches"]
     for covered in covered_entries(refs, load_catalogues(kb.data_dir)):
         lines.append(f"  pattern {covered.ref.pattern!r}: {len(covered.entries)} message(s)")

@@ -15,7 +15,7 @@ producer and no line of the corpus logs is reported by `knowledge check` (vllm_t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,10 @@ class PatternRef:
     file: str
     pattern: str
     names_cause: bool = True
+    # the signature's positive examples this pattern matches (normalised as the scanner reads a
+    # line): one that is an instance of a catalogued message (its `{}` filled with any text)
+    # shows the pattern's wording as that producer prints it, runtime values and all
+    examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,25 +136,83 @@ class Coverage:
         return sum(row.matched for row in self.producers)
 
 
-def signature_patterns(kb: KnowledgeBase) -> list[PatternRef]:
-    """Every pattern of every signature, in the knowledge base's order."""
-    return [
-        PatternRef(sig.id, sig.name, kb.signature_file(sig), pattern, sig.cause != "unknown")
-        for sig in kb.signatures
-        for pattern in sig.patterns
-    ]
+def signature_patterns(
+    kb: KnowledgeBase, read: Callable[[str], str] = lambda line: line
+) -> list[PatternRef]:
+    """Every pattern of every signature, in the knowledge base's order, with the positive
+    examples of its signature that it matches (each example as `read` gives it: the scanner's
+    reading of a line, which lives above this layer)."""
+    import re
+
+    refs = []
+    for sig in kb.signatures:
+        examples = [read(example) for example in sig.examples.positive]
+        for pattern in sig.patterns:
+            regex = re.compile(pattern)
+            refs.append(
+                PatternRef(
+                    sig.id,
+                    sig.name,
+                    kb.signature_file(sig),
+                    pattern,
+                    sig.cause != "unknown",
+                    tuple(e for e in examples if regex.search(e)),
+                )
+            )
+    return refs
+
+
+# A template's literal text, placeholders removed, from this many characters (a shorter one would
+# fit almost any line).
+_MIN_TEMPLATE_LITERAL = 12
+
+
+def _template(line: str) -> str | None:
+    """A catalogued message line as a pattern: its text literally, each `{}` any text."""
+    import re
+
+    parts = line.split("{}")
+    if len("".join(parts).strip()) < _MIN_TEMPLATE_LITERAL:
+        return None
+    return ".+".join(re.escape(part) for part in parts)
+
+
+def _instances(
+    patterns: Sequence[PatternRef], catalogues: Sequence[MessageCatalogue]
+) -> dict[tuple[int, int], set[int]]:
+    """For each catalogue entry ((catalogue, entry) indexes), the patterns one of whose examples
+    is an instance of it."""
+    entries: list[tuple[int, int]] = []
+    templates: list[str] = []
+    for c, catalogue in enumerate(catalogues):
+        for e, entry in enumerate(catalogue.messages):
+            for line in entry.message.splitlines():
+                if (template := _template(line.strip())) is not None:
+                    entries.append((c, e))
+                    templates.append(template)
+    compiled = PatternSet(templates)
+    found: dict[tuple[int, int], set[int]] = {}
+    for index, ref in enumerate(patterns):
+        for example in ref.examples:
+            for matched in compiled.matches(example):
+                found.setdefault(entries[matched], set()).add(index)
+    return found
 
 
 def coverage(patterns: Sequence[PatternRef], catalogues: Iterable[MessageCatalogue]) -> Coverage:
-    """Each producer's coverage by the patterns, and the patterns matching no message."""
+    """Each producer's coverage by the patterns, and the patterns matching no message. A pattern
+    matches a message when it matches one of the message's lines, or when one of its examples is
+    an instance of the message."""
+    catalogues = list(catalogues)
     compiled = PatternSet([ref.pattern for ref in patterns])
+    instances = _instances(patterns, catalogues)
     decisive = {index for index, ref in enumerate(patterns) if ref.names_cause}
     used: set[int] = set()
     rows = []
-    for catalogue in catalogues:
+    for c, catalogue in enumerate(catalogues):
         errors = matched = 0
-        for entry in catalogue.messages:
-            hits = compiled.matches_any(message_lines(entry))
+        for e, entry in enumerate(catalogue.messages):
+            hits = compiled.matches_any(message_lines(entry)) | instances.get((c, e), set())
             used |= hits
             if entry.is_error:
                 errors += 1
@@ -181,11 +243,14 @@ def covered_entries(
 ) -> list[Covered]:
     """For each pattern of refs, the catalogue entries (producer, entry) it matches, in the
     catalogues' order: what a signature covers of the producers' messages."""
+    catalogues = list(catalogues)
     compiled = PatternSet([ref.pattern for ref in refs])
+    instances = _instances(refs, catalogues)
     found: dict[int, list[tuple[str, CatalogueMessage]]] = {i: [] for i in range(len(refs))}
-    for catalogue in catalogues:
-        for entry in catalogue.messages:
-            for index in compiled.matches_any(message_lines(entry)):
+    for c, catalogue in enumerate(catalogues):
+        for e, entry in enumerate(catalogue.messages):
+            hits = compiled.matches_any(message_lines(entry)) | instances.get((c, e), set())
+            for index in sorted(hits):
                 found[index].append((catalogue.producer, entry))
     return [Covered(ref, found[index]) for index, ref in enumerate(refs)]
 
