@@ -5,6 +5,7 @@ it never downloads, the data files it wrote (schema, determinism, size), and the
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import sys
 import zipfile
@@ -473,7 +474,12 @@ def test_every_signature_pattern_is_worded_by_a_producer_or_a_real_log() -> None
     from cli import run_cli
 
     data = Path(__file__).parent / "data"
-    folders = [str(data / name / "logs") for name in ("corpus", "corpus-incoming", "corpus-runs")]
+    # the labelled corpus, the real CPU server's log (data/*.log), and the wording witnesses
+    # (real log lines of public threads for wording no catalogued producer prints)
+    folders = [str(data)] + [
+        str(data / name / "logs")
+        for name in ("corpus", "corpus-incoming", "corpus-runs", "wording")
+    ]
     done = run_cli("knowledge", "check", *[arg for f in folders for arg in ("--corpus", f)])
     assert done.exit_code == 0, done.stdout.splitlines()[-20:]
 
@@ -494,3 +500,26 @@ def test_knowledge_check_lists_what_a_signature_covers() -> None:
     missing = run_cli("knowledge", "check", "--covers", "VT000")
     assert missing.exit_code == 2 and missing.stdout == ""
     assert missing.stderr.count("\n") == 1 and "no signature 'VT000'" in missing.stderr
+
+
+def test_each_wording_witness_shows_its_pattern() -> None:
+    """tests/data/wording: every row names a log of the folder, a URL, and a pattern of that
+    signature which matches a line of that log as the scanner reads it; every log has a row."""
+    import csv
+
+    from vllm_triage.diagnose.logreader import normalize
+    from vllm_triage.knowledge import load_knowledge
+
+    folder = Path(__file__).parent / "data" / "wording"
+    kb = load_knowledge(cached=False)
+    with (folder / "sources.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows
+    for row in rows:
+        signature = kb.signature(row["signature"].split()[0])
+        assert signature is not None and row["pattern"] in signature.patterns, row
+        assert row["source_url"].startswith("https://github.com/"), row
+        text = (folder / row["file"]).read_bytes()
+        lines = [normalize(raw, n).message for n, raw in enumerate(text.split(b"\n"), 1)]
+        assert any(re.search(row["pattern"], line) for line in lines), row
+    assert {row["file"] for row in rows} == {f"logs/{p.name}" for p in (folder / "logs").iterdir()}
