@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,6 +180,34 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def launch(
+    argv: Sequence[str],
+    log_path: Path,
+    env: Mapping[str, str],
+    cwd: Path,
+    in_child: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a server process with its stdout and stderr into log_path, in its own session that
+    gets SIGTERM when this process dies (stop it with stop_process_group); `in_child` runs in the
+    child after that, before exec (joining a memory cgroup, say)."""
+
+    def before_exec() -> None:
+        _die_with_parent()
+        if in_child is not None:
+            in_child()
+
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            cwd=str(cwd),
+            preexec_fn=before_exec,
+        )
+
+
 def stop_process_group(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
     """SIGTERM to the server's whole process group, SIGKILL to whatever is left after `grace`."""
     pgid = proc.pid  # the child called setsid(): its pid is its group's id
@@ -296,18 +324,8 @@ def serve(
     # The venv's bin first on PATH, as an activated environment would have it.
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
     log_path = log_dir / f"{name}.log"
-    with log_path.open("wb") as log:
-        log.write(("$ " + " ".join(argv) + "\n").encode())
-        log.flush()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(log_dir),
-            preexec_fn=_die_with_parent,  # setsid + PDEATHSIG, nothing else
-        )
+    log_path.write_text("$ " + " ".join(argv) + "\n")
+    proc = launch(argv, log_path, env, log_dir)
     try:
         startup_s = _wait_healthy(proc, url, log_path, startup_timeout)
         try:

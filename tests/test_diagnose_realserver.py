@@ -13,7 +13,6 @@ writes, so that start cannot get past loading however fast the machine is. These
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -187,16 +186,8 @@ def _start_and_kill_half_way(model: Path, log_path: Path) -> None:
         "VLLM_CACHE_ROOT": str(realserver.CACHE_DIR / "vllm-cache"),
         "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(log_path.parent),
-            preexec_fn=realserver._die_with_parent,
-        )
+    log_path.write_bytes(b"")
+    proc = realserver.launch(argv, log_path, env, log_path.parent)
     try:
         # a failure detector, not a measure: the mark comes within seconds of the start
         deadline = time.monotonic() + HALF_WAY_TIMEOUT_S
