@@ -124,6 +124,7 @@ class Scenario:
     requests: tuple[Request, ...] = ()  # empty: the server must fail before /health
     memory_limit: int | None = None  # bytes, a cgroup-v1 memory limit for the whole group
     eager: bool = True  # --enforce-eager (False: compiled, which writes the compile cache)
+    stop: signal.Signals = signal.SIGTERM  # what a serving scenario sends after its requests
     needs: Callable[[], str | None] = lambda: None  # a reason to skip, or None
 
     @property
@@ -207,6 +208,13 @@ def _unreadable(name: str) -> Callable[[Context], None]:
     return prepare
 
 
+def _renamed(name: str, new: str) -> Callable[[Context], None]:
+    def prepare(ctx: Context) -> None:
+        (ctx.work / "model" / name).rename(ctx.work / "model" / new)
+
+    return prepare
+
+
 def _make_dirs(*names: str) -> Callable[[Context], None]:
     def prepare(ctx: Context) -> None:
         for name in names:
@@ -250,6 +258,33 @@ def _rename_arch(data: dict[str, object]) -> None:
 def _rename_model_type(data: dict[str, object]) -> None:
     data["architectures"] = ["TinyLlamaNextForCausalLM"]
     data["model_type"] = "tinyllama_next"
+
+
+def _reject_system_role(ctx: Context) -> None:
+    """The model copy's chat template refuses a system message, as Gemma's and Mistral's do."""
+    path = ctx.work / "model" / "chat_template.jinja"
+    guard = (
+        "{%- if messages and messages[0].role == 'system' %}\n"
+        "    {{- raise_exception('System role not supported') }}\n"
+        "{%- endif %}\n"
+    )
+    path.write_text(guard + path.read_text())
+
+
+DEBUG = {"VLLM_LOGGING_LEVEL": "DEBUG"}
+DEBUG_NOTE = "run with VLLM_LOGGING_LEVEL=DEBUG, as a maintainer asks a reporter to"
+COMPILED_NOTE = "run compiled (no --enforce-eager)"
+
+
+def _variant(base: Scenario, suffix: str, note: str, **changes: object) -> Scenario:
+    """`base` with a changed setting: its slug gets `suffix`, its why `note`, its environment and
+    arguments the `env` and `args` given (added to its own); any other field is replaced."""
+    env = {**base.env, **changes.pop("env", {})}  # type: ignore[dict-item]
+    args = base.args + changes.pop("args", ())  # type: ignore[operator]
+    why = f"{base.why.removesuffix('.')}; {note}."
+    return dataclasses.replace(
+        base, slug=f"{base.slug}-{suffix}", why=why, env=env, args=args, **changes
+    )  # type: ignore[arg-type]
 
 
 CHAT = {
@@ -460,8 +495,9 @@ SCENARIOS: list[Scenario] = [
         "kv-cache-bytes-too-small",
         "kv_cache_insufficient",
         "during_load",
-        "vllm serve was given --kv-cache-memory-bytes 1048576 (1 MiB, 512 tokens of this model's "
-        "cache) with --max-model-len 2048, and VLLM_CPU_KVCACHE_SPACE unset so the flag applies.",
+        "vllm serve was given --kv-cache-memory-bytes 1048576 (1 MiB, room for 896 tokens of this "
+        "model's cache) with --max-model-len 2048, and VLLM_CPU_KVCACHE_SPACE unset so the flag "
+        "applies.",
         expect=("KV cache",),
         args=("--kv-cache-memory-bytes", "1048576"),
         env={"VLLM_CPU_KVCACHE_SPACE": None},
@@ -472,7 +508,7 @@ SCENARIOS: list[Scenario] = [
         "during_load",
         "vllm serve was given --max-model-len 1048576 (allowed past the model's 2048 positions by "
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) with VLLM_CPU_KVCACHE_SPACE=1, a 1 GiB cache that holds "
-        "524288 tokens.",
+        "1048448 tokens.",
         expect=("KV cache",),
         max_model_len=1048576,
         env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
@@ -603,6 +639,453 @@ SCENARIOS: list[Scenario] = [
         ),
     ),
 ]
+# --- more runs: variants of the ones above, and their families (issue 21, second batch) ---------
+_BASE = {s.slug: s for s in SCENARIOS}
+SYSTEM_CHAT = {
+    **CHAT,
+    "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Say hello."},
+    ],
+}
+SERVED = (
+    Request("GET", "/v1/models"),
+    Request("POST", "/v1/completions", COMPLETION),
+    Request("POST", "/v1/chat/completions", CHAT),
+)
+TP2 = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}  # one core per tensor-parallel worker
+
+# The same failure with VLLM_LOGGING_LEVEL=DEBUG, as maintainers ask reporters to run it.
+SCENARIOS += [
+    _variant(_BASE[slug], "debug", DEBUG_NOTE, env=DEBUG)
+    for slug in (
+        "cli-tp-not-divisible",
+        "model-weights-missing",
+        "model-weights-unreadable",
+        "tool-choice-auto-without-parser",
+        "kv-cache-bytes-too-small",
+        "kv-cache-long-context",
+        "host-memory-kv-space-over-ram",
+        "host-memory-cgroup-limit",
+        "cache-read-only",
+        "cache-permission-denied",
+        "shm-tiny",
+        "gloo-wrong-interface",
+        "healthy-sigterm",
+    )
+]
+# The same failure compiled (no --enforce-eager), where the base run is eager.
+SCENARIOS += [
+    _variant(_BASE[slug], "compiled", COMPILED_NOTE, eager=False)
+    for slug in (
+        "model-weights-missing",
+        "chat-template-missing",
+        "tool-choice-auto-without-parser",
+        "kv-cache-bytes-too-small",
+        "kv-cache-long-context",
+        "host-memory-kv-space-over-ram",
+        "host-memory-cgroup-limit",
+        "shm-tiny",
+        "gloo-wrong-interface",
+        "healthy-sigterm",
+    )
+]
+
+# --- kv_cache_insufficient: other cache sizes and context lengths -------------------------------
+SCENARIOS += [
+    Scenario(
+        f"kv-cache-bytes-{name}",
+        "kv_cache_insufficient",
+        "during_load",
+        f"vllm serve was given --kv-cache-memory-bytes {size} ({note}) with --max-model-len "
+        f"{length}{extra_note}, and VLLM_CPU_KVCACHE_SPACE unset so the flag applies.",
+        expect=("KV cache",),
+        args=("--kv-cache-memory-bytes", str(size), *extra),
+        max_model_len=length,
+        env={"VLLM_CPU_KVCACHE_SPACE": None},
+    )
+    for name, size, note, length, extra, extra_note in (
+        ("256k", 262144, "256 KiB", 2048, (), ""),
+        ("2m", 2 * 1024**2, "2 MiB", 2048, (), ""),
+        ("1m-len-1024", 1024**2, "1 MiB", 1024, (), ""),
+        ("512k-len-512", 512 * 1024, "512 KiB", 512, (), ""),
+        ("2m-float32", 2 * 1024**2, "2 MiB", 2048, ("--dtype", "float32"), " and --dtype float32"),
+        ("1m-seqs-4", 1024**2, "1 MiB", 2048, ("--max-num-seqs", "4"), " and --max-num-seqs 4"),
+    )
+]
+SCENARIOS += [
+    Scenario(
+        f"kv-cache-long-context-{name}",
+        "kv_cache_insufficient",
+        "during_load",
+        f"vllm serve was given --max-model-len {length} (allowed past the model's 2048 positions "
+        f"by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) with VLLM_CPU_KVCACHE_SPACE={space}, a {space} GiB "
+        "cache too small for one sequence of that length.",
+        expect=("KV cache",),
+        max_model_len=length,
+        env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "VLLM_CPU_KVCACHE_SPACE": str(space)},
+    )
+    for name, length, space in (
+        ("1.5m", 1572864, 1),
+        ("2m", 2097152, 1),
+        ("3m", 3145728, 1),
+        ("2m-space-2", 2097152, 2),
+        ("4m-space-3", 4194304, 3),
+    )
+]
+
+# --- host_memory: KV-cache spaces over the RAM, memory cgroups of other sizes -------------------
+SCENARIOS += [
+    Scenario(
+        f"host-memory-kv-space-{space}",
+        "host_memory",
+        "during_load",
+        f"VLLM_CPU_KVCACHE_SPACE={space} asked for a {space} GiB KV cache in host RAM on a "
+        "machine with 24 GiB.",
+        expect=("Available memory",),
+        env={"VLLM_CPU_KVCACHE_SPACE": str(space)},
+    )
+    for space in (24, 32, 40, 128)
+]
+SCENARIOS += [
+    Scenario(
+        f"host-memory-cgroup-{name}",
+        "host_memory",
+        "during_load",
+        f"vllm serve ran in a cgroup-v1 memory cgroup limited to {note} (no swap on this machine), "
+        f"as in a container started with --memory {name}: the kernel's OOM killer ended it.",
+        expect=(),
+        memory_limit=limit,
+        needs=_cgroup,
+    )
+    for name, note, limit in (
+        ("1g", "1 GiB", GiB),
+        ("1.25g", "1.25 GiB", int(1.25 * GiB)),
+        ("1.75g", "1.75 GiB", int(1.75 * GiB)),
+        ("2g", "2 GiB", 2 * GiB),
+    )
+]
+SCENARIOS.append(
+    Scenario(
+        "host-memory-cgroup-2g-tp2",
+        "host_memory",
+        "during_load",
+        "vllm serve was given --tensor-parallel-size 2 (two CPU workers, one core each) and ran in "
+        "a cgroup-v1 memory cgroup limited to 2 GiB (no swap on this machine), as in a container "
+        "started with --memory 2g: the kernel's OOM killer ended it.",
+        expect=(),
+        args=("--tensor-parallel-size", "2"),
+        env=TP2,
+        memory_limit=2 * GiB,
+        needs=_cgroup,
+    )
+)
+
+# --- shm_insufficient: other /dev/shm sizes -----------------------------------------------------
+SCENARIOS += [
+    Scenario(
+        f"shm-{size}{'-tp2' if tp2 else ''}",
+        "shm_insufficient",
+        "before_weights",
+        f"vllm serve ran in a private mount namespace whose /dev/shm is a {note} tmpfs "
+        f"(unshare --mount; mount -t tmpfs -o size={size}), as a container with a small "
+        f"--shm-size{tp_note}.",
+        expect=("/dev/shm",),
+        wrap=_small_shm(size),
+        args=("--tensor-parallel-size", "2") if tp2 else (),
+        env=TP2 if tp2 else {},
+        needs=_tool("unshare"),
+    )
+    for size, note, tp2, tp_note in (
+        ("16m", "16 MiB", False, ""),
+        ("64m", "64 MiB", False, ""),
+        ("128m", "128 MiB", False, ""),
+        ("159m", "159 MiB", False, ""),
+        ("64m", "64 MiB", True, ", with --tensor-parallel-size 2 (two CPU workers)"),
+    )
+]
+
+# --- nccl_or_network: Gloo told to use an interface this machine lacks --------------------------
+SCENARIOS += [
+    Scenario(
+        f"gloo-interface-{ifname}",
+        "nccl_or_network",
+        "before_weights",
+        "vllm serve was given --tensor-parallel-size 2 (two CPU workers that talk over Gloo) with "
+        f"GLOO_SOCKET_IFNAME={ifname}, {note} this machine does not have (one core per worker: "
+        "VLLM_CPU_OMP_THREADS_BIND=0|1).",
+        expect=(ifname,),
+        args=("--tensor-parallel-size", "2"),
+        env={"GLOO_SOCKET_IFNAME": ifname, **TP2},
+    )
+    for ifname, note in (
+        ("ib0", "an InfiniBand interface copied from a cluster's settings that"),
+        ("bond0", "a bonded interface copied from another host's settings that"),
+        ("ens5", "the interface name of a cloud instance type that"),
+    )
+]
+
+# --- chat_template and tool_call_parser after a healthy start -----------------------------------
+SCENARIOS += [
+    Scenario(
+        "chat-template-rejects-system",
+        "chat_template",
+        "after_start",
+        "the chat template of a copy of the tiny model raises 'System role not supported' on a "
+        "system message (as Gemma's and Mistral's do): the server served a user-only chat, then "
+        "refused one that starts with a system message.",
+        expect=("Application startup complete",),
+        model=lambda ctx: str(ctx.model_copy()),
+        prepare=_reject_system_role,
+        requests=(
+            Request("POST", "/v1/chat/completions", CHAT),
+            Request("POST", "/v1/chat/completions", SYSTEM_CHAT, status=400),
+        ),
+    ),
+    Scenario(
+        "chat-template-missing-stream",
+        "chat_template",
+        "after_start",
+        "a copy of the tiny model without chat_template.jinja (its tokenizer_config.json has no "
+        "chat_template either) started and served completions, then refused a streaming "
+        "/v1/chat/completions request.",
+        expect=("Application startup complete",),
+        model=lambda ctx: str(ctx.model_copy(drop=("chat_template.jinja",))),
+        requests=(
+            Request("POST", "/v1/completions", COMPLETION),
+            Request("POST", "/v1/completions", {**COMPLETION, "stream": True}),
+            Request("POST", "/v1/chat/completions", {**CHAT, "stream": True}, status=400),
+        ),
+    ),
+    *(
+        Scenario(
+            f"tool-choice-{name}-without-parser",
+            "tool_call_parser",
+            "after_start",
+            "a server started without --enable-auto-tool-choice or --tool-call-parser served, then "
+            f"refused a /v1/chat/completions request with tools and tool_choice {note}.",
+            expect=("Application startup complete",),
+            requests=(
+                Request("POST", "/v1/chat/completions", CHAT),
+                Request("POST", "/v1/chat/completions", {**TOOL_CHAT, "tool_choice": choice}, 400),
+            ),
+        )
+        for name, note, choice in (
+            ("required", '"required"', "required"),
+            (
+                "named",
+                "naming the function get_weather",
+                {"type": "function", "function": {"name": "get_weather"}},
+            ),
+        )
+    ),
+]
+SCENARIOS.append(
+    _variant(
+        {s.slug: s for s in SCENARIOS}["chat-template-rejects-system"],
+        "debug",
+        DEBUG_NOTE,
+        env=DEBUG,
+    )
+)
+
+# --- cache_dir_not_writable: the default cache under HOME; model_path_or_access: a partial copy ---
+SCENARIOS += [
+    Scenario(
+        "cache-home-read-only",
+        "cache_dir_not_writable",
+        "during_load",
+        "VLLM_CACHE_ROOT, HF_HOME and XDG_CACHE_HOME unset and HOME a folder bind-mounted "
+        "read-only in a private mount namespace (unshare --mount), so the default caches under "
+        "~/.cache cannot be written, and the server runs compiled (no --enforce-eager).",
+        expect=("Read-only file system",),
+        prepare=_make_dirs("ro-home"),
+        env={"VLLM_CACHE_ROOT": None, "HF_HOME": None, "HOME": "{work}/ro-home"},
+        wrap=_read_only("ro-home"),
+        eager=False,
+        needs=_tool("unshare"),
+    ),
+    Scenario(
+        "cache-home-permission-denied",
+        "cache_dir_not_writable",
+        "during_load",
+        "VLLM_CACHE_ROOT and HF_HOME unset and HOME an empty root-owned folder of mode 0555, and "
+        "vllm serve ran compiled (no --enforce-eager) under setpriv without "
+        "CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH, as a random container UID on OpenShift.",
+        expect=("Permission denied",),
+        prepare=_locked_dir("home-locked"),
+        env={"VLLM_CACHE_ROOT": None, "HF_HOME": None, "HOME": "{work}/home-locked"},
+        wrap=_drop_dac,
+        eager=False,
+        needs=_tool("setpriv"),
+    ),
+    Scenario(
+        "model-weights-partial-copy",
+        "model_path_or_access",
+        "during_load",
+        "vllm serve was given a copy of the tiny model whose weights file is still named "
+        "model.safetensors.part, as a copy or download that was interrupted before its rename.",
+        expect=("model weights",),
+        model=lambda ctx: str(ctx.model_copy()),
+        prepare=_renamed("model.safetensors", "model.safetensors.part"),
+    ),
+]
+
+# --- tool_call_parser: a parser whose tokens the model's tokenizer lacks ------------------------
+SCENARIOS += [
+    Scenario(
+        f"tool-parser-wrong-for-model-{parser.replace('_', '-')}",
+        "tool_call_parser",
+        "during_load",
+        f"vllm serve was given --enable-auto-tool-choice --tool-call-parser {parser}, the parser of "
+        f"{family} models, for the tiny model whose tokenizer lacks that parser's {tokens}: the "
+        "API server refused it after the engine had loaded the weights.",
+        expect=(f"--tool-call-parser {parser} cannot be used with the tokenizer",),
+        args=("--enable-auto-tool-choice", "--tool-call-parser", parser),
+    )
+    for parser, family, tokens in (
+        ("llama3_json", "Llama 3", "<|python_tag|> token"),
+        ("deepseek_v3", "DeepSeek-V3", "tool-call start and end tokens"),
+        ("jamba", "Jamba", "<tool_calls> start and end tokens"),
+    )
+]
+
+# --- no_failure: healthy runs of other shapes ---------------------------------------------------
+SCENARIOS += [
+    Scenario(
+        f"healthy-{name}",
+        "no_failure",
+        "after_start",
+        f"the tiny model started {how}, then vllm serve got {stop.name}{stop_note}.",
+        expect=("Application startup complete",),
+        args=args,
+        env=env,
+        eager=eager,
+        stop=stop,
+        requests=requests,
+    )
+    for name, how, args, env, eager, stop, stop_note, requests in (
+        (
+            "sigint", "and served a completion and a chat request", (), {}, True,
+            signal.SIGINT, ", as from Ctrl-C in its terminal", SERVED,
+        ),
+        (
+            "sigint-compiled", "compiled (no --enforce-eager) and served a completion and a chat "
+            "request", (), {}, False, signal.SIGINT, ", as from Ctrl-C in its terminal", SERVED,
+        ),
+        (
+            "streaming", "and served streaming completions and chats", (), {}, True,
+            signal.SIGTERM, ", as from docker stop",
+            (
+                Request("POST", "/v1/completions", {**COMPLETION, "stream": True}),
+                Request("POST", "/v1/chat/completions", {**CHAT, "stream": True}),
+                Request("POST", "/v1/chat/completions", {**CHAT, "stream": True,
+                        "stream_options": {"include_usage": True}}),
+            ),
+        ),
+        (
+            "metrics", "and served a completion, a /metrics scrape and a /version request", (), {},
+            True, signal.SIGTERM, ", as from Kubernetes",
+            (
+                Request("POST", "/v1/completions", COMPLETION),
+                Request("GET", "/metrics"),
+                Request("GET", "/version"),
+                Request("GET", "/metrics"),
+            ),
+        ),
+        (
+            "many-requests", "and served 24 completion and chat requests one after the other",
+            (), {}, True, signal.SIGTERM, ", as from docker stop",
+            tuple(
+                Request("POST", "/v1/completions", {**COMPLETION, "prompt": f"Story {i}:"})
+                if i % 2
+                else Request("POST", "/v1/chat/completions", CHAT)
+                for i in range(24)
+            ),
+        ),
+        (
+            "tp2-gloo", "with --tensor-parallel-size 2 (two CPU workers over Gloo, one core each) "
+            "and served a completion and a chat request", ("--tensor-parallel-size", "2"), TP2,
+            True, signal.SIGTERM, ", as from docker stop", SERVED,
+        ),
+        (
+            "tp2-gloo-sigint", "with --tensor-parallel-size 2 (two CPU workers over Gloo, one core "
+            "each) and served a completion and a chat request", ("--tensor-parallel-size", "2"),
+            TP2, True, signal.SIGINT, ", as from Ctrl-C in its terminal", SERVED,
+        ),
+        (
+            "tp2-gloo-debug", "with --tensor-parallel-size 2 (two CPU workers over Gloo, one core "
+            "each) and VLLM_LOGGING_LEVEL=DEBUG and served a completion and a chat request",
+            ("--tensor-parallel-size", "2"), {**TP2, **DEBUG}, True, signal.SIGTERM,
+            ", as from docker stop", SERVED,
+        ),
+        (
+            "tool-parser-pythonic", "with --enable-auto-tool-choice --tool-call-parser "
+            'pythonic and served a chat with tools and tool_choice "auto"',
+            ("--enable-auto-tool-choice", "--tool-call-parser", "pythonic"), {}, True,
+            signal.SIGTERM, ", as from docker stop",
+            (Request("POST", "/v1/chat/completions", CHAT),
+             Request("POST", "/v1/chat/completions", TOOL_CHAT)),
+        ),
+        (
+            "tool-parser-hermes", "with --enable-auto-tool-choice --tool-call-parser hermes and "
+            'served a chat with tools and tool_choice "auto"',
+            ("--enable-auto-tool-choice", "--tool-call-parser", "hermes"), {}, True,
+            signal.SIGTERM, ", as from docker stop",
+            (Request("POST", "/v1/chat/completions", CHAT),
+             Request("POST", "/v1/chat/completions", TOOL_CHAT)),
+        ),
+        (
+            "float32", "with --dtype float32 and served a completion and a chat request",
+            ("--dtype", "float32"), {}, True, signal.SIGTERM, ", as from docker stop", SERVED,
+        ),
+        (
+            "kv-cache-bytes", "with --kv-cache-memory-bytes 67108864 (64 MiB, VLLM_CPU_KVCACHE_SPACE "
+            "unset) and served a completion and a chat request",
+            ("--kv-cache-memory-bytes", "67108864"), {"VLLM_CPU_KVCACHE_SPACE": None}, True,
+            signal.SIGTERM, ", as from docker stop", SERVED,
+        ),
+        (
+            "compiled-debug", "compiled (no --enforce-eager) with VLLM_LOGGING_LEVEL=DEBUG and "
+            "served a completion and a chat request", (), DEBUG, False, signal.SIGTERM,
+            ", as from docker stop", SERVED,
+        ),
+        (
+            "tokenize", "and served /tokenize, /detokenize and a completion request", (), {}, True,
+            signal.SIGTERM, ", as from docker stop",
+            (
+                Request("POST", "/tokenize", {"model": rs.SERVED_MODEL_NAME, "prompt": "Hello"}),
+                Request("POST", "/detokenize", {"model": rs.SERVED_MODEL_NAME,
+                        "tokens": [1, 2, 3]}),
+                Request("POST", "/v1/completions", COMPLETION),
+            ),
+        ),
+    )
+]  # fmt: skip
+SCENARIOS.append(
+    Scenario(
+        "healthy-short-context",
+        "no_failure",
+        "after_start",
+        "the tiny model started with --max-model-len 512 --max-num-seqs 2 and served a completion "
+        "and a chat request, then vllm serve got SIGTERM, as from docker stop.",
+        expect=("Application startup complete",),
+        args=("--max-num-seqs", "2"),
+        max_model_len=512,
+        requests=SERVED,
+    )
+)
+# DEBUG variants of some of the runs of this second batch.
+_BASE = {s.slug: s for s in SCENARIOS}
+SCENARIOS += [
+    _variant(_BASE[slug], "debug", DEBUG_NOTE, env=DEBUG)
+    for slug in (
+        "chat-template-missing-stream",
+        "tool-choice-required-without-parser",
+        "model-weights-partial-copy",
+        "tool-parser-wrong-for-model-llama3-json",
+    )
+]
 BY_SLUG = {s.slug: s for s in SCENARIOS}
 
 
@@ -722,23 +1205,10 @@ def run_one(scenario: Scenario, ctx: Context, model: str, log_path: Path) -> Out
         else None
     )
 
-    def preexec() -> None:
-        rs._die_with_parent()
-        if cgroup is not None:
-            cgroup.join()
-
     url = f"http://127.0.0.1:{port}"
     start = time.monotonic()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=str(ctx.work),
-            preexec_fn=preexec,
-        )
+    log_path.write_bytes(b"")
+    proc = rs.launch(argv, log_path, env, ctx.work, cgroup.join if cgroup is not None else None)
     try:
         with httpx.Client(base_url=url, timeout=120.0) as client:
             while True:
@@ -774,8 +1244,8 @@ def run_one(scenario: Scenario, ctx: Context, model: str, log_path: Path) -> Out
                                 f"expected {request.status}"
                             )
                     time.sleep(2.0)  # the access log lines
-                    outcome.stopped_by = "SIGTERM to vllm serve after the requests"
-                    proc.send_signal(signal.SIGTERM)
+                    outcome.stopped_by = f"{scenario.stop.name} to vllm serve after the requests"
+                    proc.send_signal(scenario.stop)
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(timeout=STOP_WAIT_S)
                     break
@@ -821,9 +1291,9 @@ Each run got a fresh work folder (`.cache/realserver/corpus-runs/<scenario>`, no
 environment built from scratch (the variables listed in its section and nothing else), a total
 deadline of {DEADLINE_S:.0f} s and a cap of {LOG_CAP_BYTES} bytes on its log (a run that hits
 either is not kept). A scenario that needs a running server waited for `/health`, sent its
-requests with httpx, then sent SIGTERM to the `vllm serve` process, as `docker stop` does; at the
-end the whole process group got SIGTERM, then SIGKILL. A run is kept only when its log shows the
-failure it was made for.
+requests with httpx, then sent SIGTERM to the `vllm serve` process, as `docker stop` does (SIGINT,
+as Ctrl-C does, where its section says so); at the end the whole process group got SIGTERM, then
+SIGKILL. A run is kept only when its log shows the failure it was made for.
 
 In the sections below, `REPO` is the checkout and `WORK` the run's work folder; a scenario's
 setup (a model copy without a file, a chmod, a `pip install --target`, a memory cgroup that the
@@ -851,7 +1321,11 @@ the script's name for the run, and `why` one sentence on what was done to make i
 - safetensors reports a weights file it may not read as `No such file or directory`
   (`model-weights-unreadable`): the log's words are not the cause.
 - The memory cgroup's OOM kill shows in the log only as `Worker proc VllmWorker-0 died
-  unexpectedly (exit code: -9)`; the kernel's own message is in the kernel log, not here.
+  unexpectedly (exit code: -9)`, in some runs `(exit code: None)` (`host-memory-cgroup-1g`,
+  `-2g`, `-2g-tp2`, `-limit-debug`); the kernel's own message is in the kernel log, not here.
+- A healthy server stopped by SIGTERM or SIGINT logs, in some runs, an `EngineDeadError` while it
+  shuts down (`healthy-sigint`, `healthy-metrics`, `healthy-sigterm-debug` and others): nothing
+  failed.
 
 ## Not produced here
 

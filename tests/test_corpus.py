@@ -199,13 +199,26 @@ class Floors:
     classes: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# Measured on 2026-12-02 (see tests/data/corpus-incoming and the README's accuracy section). The
-# misses that keep the development corpus below the bars are excerpts that show no line naming
-# their cause: a traceback cut before its error line, a start-up log that stops without an
-# error, and an out-of-memory line alone, with nothing to tell a load from serving (the
-# differential of VT301 counts them: at load 12, under load 5, so the primary is at load and
-# the under-load ones are missed by design).
-DEVELOPMENT_FLOORS = Floors(overall=0.939, classes={"oom_under_load": 0.50})
+# Measured on 2026-12-02 (406 logs: 92 seed, 204 incoming, 110 runs; the README's accuracy section
+# has the figures). What keeps the corpus below the bars is logs that show no line naming their
+# cause, not rules that name a wrong one:
+# - thread excerpts cut before their error line, or a start-up log that stops without one;
+# - an out-of-memory line alone, with nothing to tell a load from serving: VT301's differential
+#   counts them (at load 12, under load 5), so the primary is at load and those under load are
+#   missed by design (oom_under_load);
+# - runs of the CPU build whose server log shows a refused request only as `400 Bad Request` (a
+#   missing chat template, tools without a parser: the reason is in the client's response), and
+#   memory-cgroup kills that vLLM logs as a worker that "died unexpectedly (exit code: None)"
+#   (tool_call_parser, chat_template, host_memory).
+DEVELOPMENT_FLOORS = Floors(
+    overall=0.921,
+    classes={
+        "oom_at_load": 0.83,
+        "oom_under_load": 0.50,
+        "tool_call_parser": 0.76,
+        "host_memory": 0.81,
+    },
+)
 INSIDE_FLOORS = Floors(classes={"oom_at_load": 0.83})
 
 
