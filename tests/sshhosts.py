@@ -158,6 +158,7 @@ class SshHosts:
         folder = self.base / host.name
         bin_dir = folder / "bin"
         bin_dir.mkdir(parents=True)
+        self.tmp_dir(host).mkdir()
         xml = B200_XML.read_text()
         branch = host.driver.split(".")[0]
         xml = xml.replace(
@@ -186,7 +187,8 @@ class SshHosts:
                     "UsePAM no",
                     "StrictModes no",
                     "Subsystem sftp internal-sftp",
-                    f"SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin VLLM_TRIAGE_TEST_HOST={host.name}",
+                    f"SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin VLLM_TRIAGE_TEST_HOST={host.name} "
+                    f"TMPDIR={self.tmp_dir(host)}",
                     "",
                 ]
             )
@@ -208,6 +210,11 @@ class SshHosts:
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError(f"sshd of {host.name} does not answer on {host.address}:22")
+
+    def tmp_dir(self, host: Host) -> Path:
+        """The host's own temporary folder (its sessions' TMPDIR): what a remote command leaves
+        behind is there, apart from any other process's /tmp."""
+        return self.base / host.name / "tmp"
 
     def inventory(self, path: Path, python: str = sys.executable) -> Path:
         """An Ansible INI inventory of every host (the unreachable one too)."""

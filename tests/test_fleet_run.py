@@ -88,7 +88,7 @@ def test_ansible_collect_fetches_each_bundle_into_the_case(
     ssh_hosts: SshHosts, tmp_path: Path
 ) -> None:
     inventory = ssh_hosts.inventory(tmp_path / "hosts.ini")
-    before = set(Path(tempfile_dir()).glob("vllm-triage-fleet-*"))
+    reachable = [host for host in ssh_hosts.hosts if host.driver is not None]
     run = fleet_run(
         FleetRunOptions(
             kind="collect",
@@ -115,14 +115,9 @@ def test_ansible_collect_fetches_each_bundle_into_the_case(
             text = archive.extractfile(xml).read().decode()  # type: ignore[union-attr]
         assert f"<driver_version>{driver}</driver_version>" in text
         assert any(f.endswith(f"/{name}/collect.json") for f in host.files)
-    # The hosts' work folders were removed after the fetch.
-    assert set(Path(tempfile_dir()).glob("vllm-triage-fleet-*")) == before
-
-
-def tempfile_dir() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()
+    # The hosts' work folders (made in each host's own TMPDIR) were removed after the fetch.
+    for host in reachable:
+        assert list(ssh_hosts.tmp_dir(host).glob("vllm-triage-fleet-*")) == [], host.name
 
 
 def test_ansible_refusals(tmp_path: Path) -> None:
