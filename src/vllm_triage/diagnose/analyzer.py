@@ -954,13 +954,10 @@ def _choose(scans: Sequence[FileScan], serving: Serving, weighing: _Weighing) ->
     # A refusal that names a cause of the server's own setup (no chat template, no tool parser)
     # is a failure after a healthy start, not a client's mistake: the server is not healthy.
     misconfigured = [h for h, _ in refused if h.rule.signature.cause != "no_failure"]
-    # A log that ends on a stall of a running server (its first generation never finished)
+    # Where the log ends: a stall of a running server (its first generation never finished)
     # names a hang, not a healthy server.
-    hung = [
-        h
-        for h, s in tier("stall")
-        if h.rule.signature.phase == "after_start" and _stall_applies(h, s)
-    ]
+    stalls = [h for h, s in tier("stall") if _stall_applies(h, s)]
+    hung = [h for h in stalls if h.rule.signature.phase == "after_start"]
     if (
         serving.started
         and not alarming
@@ -996,7 +993,6 @@ def _choose(scans: Sequence[FileScan], serving: Serving, weighing: _Weighing) ->
         best = max(failing, key=lambda h: (h.rule.signature.confidence, -h.first_line))
         _others_lost(live, best, weighing, N_("no root error; the most certain symptom"))
         return _Choice(best)
-    stalls = [h for h, s in tier("stall") if _stall_applies(h, s)]
     for hit, _ in tier("stall"):
         if hit not in stalls:
             weighing.add(hit, "ignored", N_("the log goes on after it: not where it stopped"))
