@@ -199,27 +199,26 @@ class Floors:
     classes: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# Measured on 2026-12-02 (406 logs: 92 seed, 204 incoming, 110 runs; the README's accuracy section
+# Measured on 2026-12-02 (431 logs: 92 seed, 229 incoming, 110 runs; the README's accuracy section
 # has the figures). What keeps the corpus below the bars is logs that show no line naming their
 # cause, not rules that name a wrong one:
 # - thread excerpts cut before their error line, or a start-up log that stops without one;
 # - an out-of-memory line alone, with nothing to tell a load from serving: VT301's differential
-#   counts them (at load 12, under load 5), so the primary is at load and those under load are
+#   counts them (at load 16, under load 5), so the primary is at load and those under load are
 #   missed by design (oom_under_load);
 # - runs of the CPU build whose server log shows a refused request only as `400 Bad Request` (a
 #   missing chat template, tools without a parser: the reason is in the client's response), and
 #   memory-cgroup kills that vLLM logs as a worker that "died unexpectedly (exit code: None)"
 #   (tool_call_parser, chat_template, host_memory).
+# Inside the real start-up log every bar is met (308/321), so that measure holds the bars.
 DEVELOPMENT_FLOORS = Floors(
-    overall=0.921,
+    overall=0.925,
     classes={
-        "oom_at_load": 0.83,
         "oom_under_load": 0.50,
         "tool_call_parser": 0.76,
-        "host_memory": 0.81,
+        "host_memory": 0.82,
     },
 )
-INSIDE_FLOORS = Floors(classes={"oom_at_load": 0.83})
 
 
 def _bars(tally: Tally) -> str:
@@ -298,7 +297,7 @@ def test_corpus_inside_a_real_start_up_log(
         print(
             "\n" + tally.table(f"[{names}] inside the real vLLM start-up log") + "\n" + _bars(tally)
         )
-    _assert_bars(tally, INSIDE_FLOORS if corpora == THREADS else Floors())
+    _assert_bars(tally)
 
 
 def _messages(rows: list[Row]) -> dict[str, list[str]]:

@@ -362,7 +362,7 @@ class Redactor:
         out: list[str] = []
         done = self._continue_spill(text, out) if self._spill else 0
         limit = size if final else max(done, size - OVERLAP)
-        candidates = _Candidates(text, self._filter, self._rules.pattern, self._longest_first)
+        candidates = _Candidates(text, self._filter, self._rules, self._longest_first)
         search = done
         # The normal scan's end: where a state takes over (this text starts with a line under a
         # state from the previous call, or the line where a match armed one ends).
@@ -909,13 +909,14 @@ def _holds_credential_keys(document: dict[str, Any], depth: int = 0) -> bool:
 
 class _Candidates:
     """Where a match may start: the prefilter on the UTF-8 bytes (a hit is kept until the scan
-    passes it), or Python alone for text RE2 cannot read (lone surrogates)."""
+    passes it), or Python alone for text RE2 cannot read (lone surrogates). The Python pattern
+    is asked for only then: compiling it costs a start-up more than a diagnosis's whole scan."""
 
     def __init__(
-        self, text: str, prefilter: Any, pattern: re.Pattern[str], literals: Sequence[str]
+        self, text: str, prefilter: Any, rules: CompiledRules, literals: Sequence[str]
     ) -> None:
         self._text, self._prefilter = text, prefilter
-        self._pattern, self._literals = pattern, literals
+        self._rules, self._literals = rules, literals
         try:
             self._data: bytes | None = text.encode("utf-8")
         except UnicodeEncodeError:
@@ -926,7 +927,7 @@ class _Candidates:
     def next(self, position: int) -> int:
         """The first possible start at or after position, or -1."""
         if self._data is None or self._offsets is None:
-            found = self._pattern.search(self._text, position)
+            found = self._rules.pattern.search(self._text, position)
             starts = [found.start()] if found is not None else []
             starts += [self._text.find(secret, position) for secret in self._literals]
             return min((start for start in starts if start >= 0), default=-1)
