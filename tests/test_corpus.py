@@ -205,29 +205,30 @@ class Floors:
     classes: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# Measured on 2026-12-02 (461 logs: 92 seed, 259 incoming, 110 runs; the README's accuracy section
+# Measured on 2026-12-02 (473 logs: 92 seed, 271 incoming, 110 runs; the README's accuracy section
 # has the figures), and measured anew whenever the corpus grows: a new thread can be a harder case
 # than the ones before it. What keeps the corpus below the bars is logs that show no line naming
 # their cause, not rules that name a wrong one:
 # - a message two causes share, decided by the base rate (the differential names the other with
-#   its check): "Failed to infer device type" (VT204) and transformers not knowing a model type
-#   (VT425) for dependency_mismatch; an out-of-memory line alone (VT301: at load 19, under load
-#   5) for oom_under_load;
+#   its check): transformers not knowing a model type (VT425: its transformers too old 4, the
+#   engine too old 3) for model_arch_unsupported, "Failed to infer device type" (VT204) for
+#   dependency_mismatch, an out-of-memory line alone (VT301: at load 19, under load 5) for
+#   oom_under_load;
 # - thread excerpts cut before their error line, or a start-up log that stops without one;
 # - runs of the CPU build whose server log shows a refused request only as `400 Bad Request` (a
 #   missing chat template, tools without a parser: the reason is in the client's response), and
 #   memory-cgroup kills that vLLM logs as a worker that "died unexpectedly (exit code: None)"
 #   (tool_call_parser, chat_template, host_memory).
 DEVELOPMENT_FLOORS = Floors(
-    overall=0.924,
+    overall=0.921,
     classes={
-        "dependency_mismatch": 0.83,
+        "model_arch_unsupported": 0.81,
         "oom_under_load": 0.50,
         "tool_call_parser": 0.76,
         "host_memory": 0.82,
     },
 )
-INSIDE_FLOORS = Floors(classes={"dependency_mismatch": 0.82})
+# Inside the real start-up log every bar is met, so that measure holds the bars themselves.
 
 
 def _bars(tally: Tally) -> str:
@@ -306,7 +307,7 @@ def test_corpus_inside_a_real_start_up_log(
         print(
             "\n" + tally.table(f"[{names}] inside the real vLLM start-up log") + "\n" + _bars(tally)
         )
-    _assert_bars(tally, INSIDE_FLOORS if corpora == THREADS else Floors())
+    _assert_bars(tally)
 
 
 def _messages(rows: list[Row]) -> dict[str, list[str]]:
