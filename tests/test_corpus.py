@@ -205,7 +205,7 @@ class Floors:
     classes: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# Measured on 2026-12-02 (473 logs: 92 seed, 271 incoming, 110 runs; the README's accuracy section
+# Measured on 2026-12-02 (480 logs: 92 seed, 278 incoming, 110 runs; the README's accuracy section
 # has the figures), and measured anew whenever the corpus grows: a new thread can be a harder case
 # than the ones before it. What keeps the corpus below the bars is logs that show no line naming
 # their cause, not rules that name a wrong one:
@@ -220,10 +220,10 @@ class Floors:
 #   memory-cgroup kills that vLLM logs as a worker that "died unexpectedly (exit code: None)"
 #   (tool_call_parser, chat_template, host_memory).
 DEVELOPMENT_FLOORS = Floors(
-    overall=0.921,
+    overall=0.922,
     classes={
         "model_arch_unsupported": 0.81,
-        "oom_under_load": 0.50,
+        "oom_under_load": 0.52,
         "tool_call_parser": 0.76,
         "host_memory": 0.82,
     },
