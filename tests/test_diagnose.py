@@ -411,6 +411,21 @@ def test_refusals_of_a_client_in_a_healthy_log_are_request_findings(diagnose_tex
     assert result.serving is not None and result.serving.requests.by_status == {"200": 2, "400": 2}
 
 
+def test_a_refusal_the_log_does_not_explain_says_where_its_reason_is():
+    """vLLM 0.32.0 logs a chat request it refused for want of a chat template as one access
+    line (a real CPU-build run). Nothing else in the log names the reason, so the diagnosis
+    says so, does not rule the template out, and names the commands that read the answer."""
+    log = DATA / "corpus-runs" / "logs" / "chat_template__cpu-0.32.0_chat-template-missing.log"
+    result = diagnose(DiagnoseOptions(logs=(str(log),)))
+    assert result.primary.cause == "no_failure"
+    assert "this log does not say why" in result.primary.summary
+    assert "the request findings say which and why" not in result.primary.summary
+    access = next(f for f in result.findings if f.rule == "access log")
+    assert access.count == 1 and "400 Bad Request" in access.evidence[0].text
+    assert any("vllm-triage validate URL" in step for step in access.next_steps)
+    assert any("no chat template" in step for step in access.next_steps)
+
+
 def test_a_refusal_the_servers_setup_causes_is_the_failure_after_a_healthy_start(diagnose_text):
     """No tool parser, no chat template: the server started and served, then failed what its
     own setup cannot do. That is the finding, not a healthy server (issue 21)."""

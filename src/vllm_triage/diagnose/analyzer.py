@@ -62,6 +62,8 @@ _EVIDENCE_LIMIT = 5
 # when the data lacks one; without it the analyzer still works (no advice, or one finding more).
 THRESHOLD_RULE = "VT101"
 CATCH_ALL_RULE = "VT999"
+# The finding that counts the access log's refused requests, which name no reason of their own
+ACCESS_LOG_RULE = "access log"
 NAMED_RULES = frozenset({THRESHOLD_RULE, CATCH_ALL_RULE})
 # The milestone (phases.yaml) of lines that exist only when requests were processed; without it
 # a served server counts as served only by its access log. `knowledge check` fails when the data
@@ -481,13 +483,23 @@ def _healthy(serving: Serving, requests_findings: list[Finding]) -> Finding:
     if started:
         fields.update(line=started.line, text=started.text[:120])
     summary = [Said(text=N_("Nothing failed.")), said(template, **fields), *_stop_said(serving)]
-    if requests_findings:
+    if any(f.rule != ACCESS_LOG_RULE for f in requests_findings):
         summary.append(
             Said(
                 text=N_(
                     "Some requests were refused; the request findings say which and why: they "
                     "are about what clients sent or the server's request options, not a failed "
                     "server."
+                )
+            )
+        )
+    elif requests_findings:
+        summary.append(
+            Said(
+                text=N_(
+                    "Some requests were refused, and this log does not say why: the reason is in "
+                    "the answer the client got. Until it is read, a chat template or tool-call "
+                    "setup the clients need is not ruled out."
                 )
             )
         )
@@ -549,15 +561,19 @@ def _access_finding(requests: Requests) -> Finding | None:
         summary=_english(summary),
         next_steps=[
             N_(
-                "4xx: the request itself was refused (unknown model name, context too long, an "
-                "image for a text-only model, tools without a tool parser): fix the client or the "
-                "server's request options."
+                "4xx: the server refused the request itself, and a line of this log that names "
+                "why is a request finding of its own; otherwise the reason is only in the answer "
+                "the client got (its error.message). Send the request again with `curl -sS -i` "
+                "and read it, or run `vllm-triage validate URL`, whose short_text and tool_calls "
+                "rungs record the server's reason. The usual ones: no chat template for the "
+                "model, tools without --enable-auto-tool-choice and --tool-call-parser, a prompt "
+                "longer than max_model_len, an unknown model name, an image for a text-only model."
             ),
             N_("5xx: the server failed on a request: read the server's log around the first one."),
         ],
         avoid=[N_("Do not change the driver for refused requests.")],
         driver_change_advised=False,
-        rule="access log",
+        rule=ACCESS_LOG_RULE,
         role="request",
         count=refused,
         wording=_wording(summary),
