@@ -411,6 +411,26 @@ def test_refusals_of_a_client_in_a_healthy_log_are_request_findings(diagnose_tex
     assert result.serving is not None and result.serving.requests.by_status == {"200": 2, "400": 2}
 
 
+def test_messages_failing_validation_are_the_client_not_the_chat_template(diagnose_text):
+    """vLLM wraps a pydantic validation error of the request's messages in "Error in applying chat
+    template": the template never ran, so the finding is the client's API version (VT603), and a
+    template that refuses the messages stays VT601."""
+    validation = (
+        "ERROR 09-07 08:26:00 serving_chat.py:134] Error in applying chat template from request: "
+        "1 validation error for ValidatorIterator\n"
+        "ERROR 09-07 08:26:00 serving_chat.py:134] 0.type\n"
+        'INFO:     10.0.0.7:62122 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request\n'
+    )
+    result = diagnose_text(validation)
+    assert result.primary.cause == "dependency_mismatch"
+    assert (result.primary.rule or "").startswith("VT603")
+    template = validation.replace(
+        "1 validation error for ValidatorIterator",
+        "Conversation roles must alternate user/assistant/user/assistant/...",
+    )
+    assert (diagnose_text(template).primary.rule or "").startswith("VT601")
+
+
 def test_a_refusal_the_log_does_not_explain_says_where_its_reason_is():
     """vLLM 0.32.0 logs a chat request it refused for want of a chat template as one access
     line (a real CPU-build run). Nothing else in the log names the reason, so the diagnosis

@@ -967,8 +967,8 @@ def _choose(scans: Sequence[FileScan], serving: Serving, weighing: _Weighing) ->
     # followed only by refused requests names what the clients ran into.
     alarming = [h for h in failing if h.level != "WARNING"]
     refused = tier("request")
-    # A refusal that names a cause of the server's own setup (no chat template, no tool parser)
-    # is a failure after a healthy start, not a client's mistake: the server is not healthy.
+    # A refusal that names a cause (no chat template, no tool parser, a client library built for
+    # another version of the API) is a failure after a healthy start, not a healthy server.
     misconfigured = [h for h, _ in refused if h.rule.signature.cause != "no_failure"]
     # Where the log ends: a stall of a running server (its first generation never finished)
     # names a hang, not a healthy server.
