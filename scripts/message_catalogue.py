@@ -1735,6 +1735,10 @@ RULES: tuple[Rule, ...] = (
         r"(not writable|permission denied|read-only)|"
         r"(not writable|permission denied|read-only)[^\n]*(cache|HF_HOME)",
     ),
+    # transformers' AutoConfig says this only when the config it read has no model_type at all (a
+    # type it does not know is "does not recognize this architecture"): the folder is not a
+    # whole transformers checkpoint (a LoRA adapter, a GGUF export, the wrong folder)
+    Rule("model_loading", "model_path_or_access", r"should have a `model_type` key"),
     Rule(
         "model_loading",
         "model_arch_unsupported",

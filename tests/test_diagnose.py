@@ -811,3 +811,36 @@ def test_the_reason_vllm_gives_for_no_cuda_counts_only_when_no_platform_was_foun
     )
     shared = diagnose(DiagnoseOptions(logs=(str(alone),)))
     assert shared.primary.rule == "VT204 platform-not-detected" and shared.differential
+
+
+def test_a_peer_that_closed_its_connection_points_at_the_peers_own_error(diagnose_text):
+    """Gloo's "Connection closed by peer" is, in gloo's own words, typically a remote worker
+    crashing: alone it names no cause, and the peer's own error decides when it is in the log,
+    even after it."""
+    closed = (
+        "(RayWorkerWrapper pid=81) ERROR 05-02 10:00:01 [worker.py:1] RuntimeError: "
+        "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+        "[10.0.0.2]:4406\n"
+    )
+    alone = diagnose_text(closed)
+    assert alone.primary.cause == "unknown"
+    assert (alone.primary.rule or "").startswith("VT516")
+    assert alone.primary.driver_change_advised is False
+    peer = (
+        "(RayWorkerWrapper pid=82, ip=10.0.0.2) ERROR 05-02 10:00:02 [worker.py:1] "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.10 GiB of which 1.01 GiB is free.\n"
+    )
+    assert diagnose_text(closed + peer).primary.cause == "oom_at_load"
+
+
+def test_a_config_without_a_model_type_is_the_model_files_not_the_architecture(diagnose_text):
+    """transformers says "Unrecognized model in" only when config.json has no model_type at all
+    (an unknown type is "does not recognize this architecture"): the folder is not a whole
+    checkpoint, so the model path, not the engine release."""
+    result = diagnose_text(
+        "ValueError: Unrecognized model in /models/lora-out. Should have a `model_type` key in its "
+        "config.json, or contain one of the following strings in its name: albert, align\n"
+    )
+    assert result.primary.cause == "model_path_or_access"
+    assert (result.primary.rule or "").startswith("VT403")
