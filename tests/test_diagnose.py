@@ -844,3 +844,18 @@ def test_a_config_without_a_model_type_is_the_model_files_not_the_architecture(d
     )
     assert result.primary.cause == "model_path_or_access"
     assert (result.primary.rule or "").startswith("VT403")
+
+
+def test_a_tool_parser_failing_on_the_models_answer_is_the_finding_of_a_served_log(diagnose_text):
+    """Issue 21: a tool parser failing on a request after a healthy start is not a healthy
+    server: the parser and the model do not match (VT614)."""
+    failed = (
+        "(APIServer pid=1) ERROR 11-30 19:00:01 [hermes_tool_parser.py:109] Error in extracting "
+        "tool call from response.\n"
+        '(APIServer pid=1) INFO:     10.0.0.7:51240 - "POST /v1/chat/completions HTTP/1.1" 200 '
+        "OK\n"
+    )
+    result = diagnose_text(STARTED + ACCESS_OK + failed)
+    assert result.primary.cause == "tool_call_parser"
+    assert (result.primary.rule or "").startswith("VT614")
+    assert result.primary.phase == "after_start"
