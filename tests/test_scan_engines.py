@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vllm_triage.diagnose import fastscan, logreader, newlines, readahead
-from vllm_triage.diagnose.fastscan import FastFinder, byte_superset, from_first_literal
+from vllm_triage.diagnose.fastscan import FastFinder, byte_superset, from_longest_literal
 from vllm_triage.diagnose.logreader import LogScanner, Prefilter, normalize
 from vllm_triage.diagnose.scan import FileScan, _Scan, scan_log
 from vllm_triage.diagnose.signatures import compiled_knowledge
@@ -491,25 +491,29 @@ def test_byte_superset_rewrites(pattern: str, rewritten: str) -> None:
 @pytest.mark.parametrize(
     ("pattern", "tail"),
     [
-        # a leading class or repeat goes: Hyperscan starts from the literal
+        # a leading class or repeat goes: Hyperscan starts from the longest literal run
         ("[|] +[0-9]+ +(NVIDIA [^|]*[^ |]) +O[nf]f? +[|]", "(NVIDIA [^|]*[^ |]) +O[nf]f? +[|]"),
         ("[A-Z][A-Za-z]*Error: x", "Error: x"),
         ("[Ee]rror:", "rror:"),
         ("x?abcd", "abcd"),
         ("(abc)?defgh", "defgh"),
-        ("[0-9]+ (abc[0-9]) defgh", " (abc[0-9]) defgh"),
-        # kept whole: alternatives at the top, a literal already first, only an anchor before it,
-        # no run of four, a cut that would fall inside a group
+        # a shorter literal run first: the longer one leads (a leading `^ *'/` doubled the scan)
+        ("[0-9]+ (abc[0-9]) defgh", " defgh"),
+        ("^ *'/[^ ']*/(site|dist)-packages/[^ ']*'$", "-packages/[^ ']*'$"),
+        ("(x|y)z abcd", "z abcd"),
+        # the first of equal runs
+        ("[0-9]abcd[0-9]efgh", "abcd[0-9]efgh"),
+        # kept whole: alternatives at the top, the longest run already first, only an anchor
+        # before it, no run of four, a cut that would fall inside a group
         ("a|bcdef", "a|bcdef"),
         ("plain text", "plain text"),
         ("^INFO abc", "^INFO abc"),
         ("[Ee]rr", "[Ee]rr"),
         ("(x[0-9]+abcd)e", "(x[0-9]+abcd)e"),
-        ("(x|y)z abcd", "(x|y)z abcd"),
     ],
 )
-def test_hyperscan_starts_from_the_first_literal_run(pattern: str, tail: str) -> None:
-    assert from_first_literal(pattern) == tail
+def test_hyperscan_starts_from_the_longest_literal_run(pattern: str, tail: str) -> None:
+    assert from_longest_literal(pattern) == tail
 
 
 @given(st.text(alphabet="ab [|]0-9+*?().", min_size=1, max_size=24))
@@ -521,7 +525,7 @@ def test_the_tail_matches_every_line_the_pattern_matches(pattern: str) -> None:
             whole = re.compile(pattern)
         except (re.error, FutureWarning):
             return
-    tail = re.compile(from_first_literal(pattern))
+    tail = re.compile(from_longest_literal(pattern))
     for line in ("ab ab [1] ab+", "x | 12 ab abab", "aaaa bbbb 0-9", "(ab) ab. b|a", "abab abab"):
         if whole.search(line):
             assert tail.search(line), (pattern, line)

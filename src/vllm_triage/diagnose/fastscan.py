@@ -13,9 +13,10 @@ is accepted too, and a non-ASCII literal is kept as one unit. A pattern the rewr
 fully understand is not guessed at: the whole pattern set then stays with RE2.
 
 Hyperscan's literal matchers are fast and a leading class or repeat (`[|] +[0-9]+ +NVIDIA ...`)
-slows the whole database down, so each pattern is also cut to start at its first run of literal
-characters (`from_first_literal`): every line the pattern matches holds a match of that tail, so
-the tail is a superset too, and RE2 still decides.
+slows the whole database down (one pattern anchored at `^ *'/`, a two-byte literal, doubled the
+scan's time), so each pattern is also cut to start at its longest run of literal characters
+(`from_longest_literal`): every line the pattern matches holds a match of that tail, so the tail is
+a superset too, and RE2 still decides.
 
 Each expression reports at most one match per scan call (HS_FLAG_SINGLEMATCH), in order of end
 offset; the callback stops the scan at the first match of a pattern that is still active, and the
@@ -109,6 +110,31 @@ def _group_end(pattern: str, start: int) -> int | None:
     return None
 
 
+def _paren_end(pattern: str, start: int) -> int | None:
+    """The index just past the group that opens at `start`, alternatives in it or not (None
+    when it never closes)."""
+    depth, i = 0, start
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return None
+            i = end
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
 def _literal_run(pattern: str, i: int) -> int:
     """How many characters, in a row from `i`, every match has there: plain characters and escaped
     punctuation, through groups without alternatives; an atom that may be absent ends the run."""
@@ -140,33 +166,75 @@ def _literal_run(pattern: str, i: int) -> int:
     return run
 
 
-def from_first_literal(pattern: str) -> str:
-    """The pattern from its first run of at least _LEAD_LITERAL literal characters on: a superset
-    (every line the pattern matches holds a match of its tail), and Hyperscan's literal matchers
-    then do the work that a leading class or repeat would make slow. The pattern itself when it
-    has alternatives at its top level, or no such run past its start."""
+def from_longest_literal(pattern: str) -> str:
+    """The pattern from its longest run of at least _LEAD_LITERAL literal characters at its top
+    level on (the first of equal ones; a group of alternatives counts as its weakest one): a
+    superset (every line the pattern matches holds a match of its tail), and Hyperscan's literal
+    matchers then do the work that a leading class, repeat, anchor or short literal would make
+    slow. The pattern itself when it has alternatives at its top level, or no such run past its
+    start."""
     if _group_end(f"({pattern})", 0) is None:
         return pattern
+    found = _longest_run(pattern)
+    if found is None:
+        return pattern
+    best, run = found
+    if run < _LEAD_LITERAL or best == 0 or pattern[:best] == "^":
+        return pattern
+    return pattern[best:]
+
+
+def _longest_run(pattern: str) -> tuple[int, int] | None:
+    """(index, length) of the longest literal run at the top level of `pattern` (an alternative
+    of a group, or a whole one without alternatives at its top): a group of alternatives there
+    is as long as its weakest alternative's longest run. None for what does not parse."""
+    best, best_run = 0, 0
     i = 0
     while i < len(pattern):
-        if _literal_run(pattern, i) >= _LEAD_LITERAL:
-            return pattern[i:] if i > 0 and pattern[:i] != "^" else pattern
+        run = _literal_run(pattern, i)
         c = pattern[i]
         if c == "\\":
-            i += 2
+            step = i + 2
         elif c == "[":
-            end = _class_end(pattern, i)
-            if end is None:
-                return pattern
-            i = end
+            step = _class_end(pattern, i) or -1
         elif c == "(":
-            end = _group_end(pattern, i)
-            if end is None:
-                return pattern
-            i = end  # a cut inside a group would leave its parenthesis open
+            step = _paren_end(pattern, i) or -1
+            if step > 0 and _group_end(pattern, i) is None:
+                weakest = [_longest_run(alt) for alt in _alternatives(pattern[i + 1 : step - 1])]
+                optional = step < len(pattern) and pattern[step] in _OPTIONAL
+                if not optional and all(weakest):
+                    run = min(found[1] for found in weakest if found)
         else:
-            i += 1
-    return pattern
+            step = i + 1
+        if step < 0:
+            return None
+        if run > best_run:
+            best, best_run = i, run
+        i = step
+    return best, best_run
+
+
+def _alternatives(body: str) -> list[str]:
+    """A group's body cut at its own level's `|`."""
+    parts, depth, begin, i = [], 0, 0, 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i = _class_end(body, i) or len(body)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(body[begin:i])
+            begin = i + 1
+        i += 1
+    parts.append(body[begin:])
+    return parts
 
 
 def byte_superset(pattern: str) -> str | None:
@@ -252,7 +320,7 @@ class FastFinder:
         CPU lacks what it needs, or a pattern cannot be rewritten or compiled (RE2 alone then).
         A database is compiled once per process and pattern list, and kept in the user's cache
         folder for the next run (see _load and _store). The patterns in `whole` are not cut to
-        their first literal run: their tail proposed too many lines that RE2 then refused."""
+        their longest literal run: their tail proposed too many lines that RE2 then refused."""
         try:
             import hyperscan
         except ImportError:
@@ -260,7 +328,7 @@ class FastFinder:
         ids, expressions = [], []
         for pattern_id, pattern in sorted(patterns.items()):
             rewritten = byte_superset(
-                pattern if pattern_id in whole else from_first_literal(pattern)
+                pattern if pattern_id in whole else from_longest_literal(pattern)
             )
             if rewritten is None:
                 return None

@@ -40,7 +40,7 @@ TAIL_LINES = 8
 # are left to search.
 RECOMPILE_MIN_BYTES = 1 << 20
 RECOMPILE_AFTER_REFUSED = 64
-# A pattern whose Hyperscan tail (fastscan.from_first_literal) proposed this many lines that RE2
+# A pattern whose Hyperscan tail (fastscan.from_longest_literal) proposed this many lines that RE2
 # refused is compiled whole into a new database (on dense input each refusal costs a scan call);
 # at most MAX_REFINED_DATABASES times per scan.
 REFINE_AFTER_REFUSED = 64
