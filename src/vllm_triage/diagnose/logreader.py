@@ -226,12 +226,10 @@ class Block:
         return self.buf[start : min(stop, start + MAX_LINE_BYTES)]
 
 
-# RE2's Match answers [(start, end)] ((-1, -1): no match); a line tail (`_Followed.tails`) ends
-# at the line's newline.
+# RE2's Match answers [(start, end)] ((-1, -1): no match).
 _UNANCHORED = re2._Anchor.UNANCHORED
 _FIRST = itemgetter(0)
 _NO_MATCH = -1
-_MATCH_END = re.Match.end
 
 
 @dataclass(frozen=True)
@@ -242,20 +240,30 @@ class _Followed:
     # and $ at each line; and over one line, called through `map`: no Python frame per line
     lines: Any
     one_line: Any
-    # per pattern, its required literal to the end of the line (Python's re finds it in C);
+    # per pattern, the literal every line that shows it holds (`bytes.find` looks for it);
     # None when a pattern has none
-    tails: tuple[re.Pattern[bytes], ...] | None
+    tails: tuple[bytes, ...] | None
 
     @classmethod
     def of(cls, patterns: list[str]) -> _Followed:
         raw = "|".join(f"(?:{_raw(p)})" for p in patterns)
-        literals = group_literals(patterns)
-        tails = None
-        if literals is not None:
-            tails = tuple(re.compile(re.escape(literal) + rb"[^\n]*") for literal in literals)
+        tails = group_literals(patterns)
         lines = re2.compile(f"(?m){raw}".encode(), _re2_options())._regexp.Match
         one_line = re2.compile(raw.encode(), _re2_options())._regexp.Match
         return cls(lines, one_line, tails)
+
+
+def _line_ends(buf: bytes, literal: bytes, lo: int, hi: int) -> Iterator[int]:
+    """The newline index of each line of buf[lo:hi] (whole lines) that holds `literal`, once
+    each: `bytes.find` searches at C speed, twice as fast as a regex for the same literal."""
+    find = buf.find
+    at = find(literal, lo, hi)
+    while at >= 0:
+        newline = find(b"\n", at, hi)
+        if newline < 0:
+            return
+        yield newline
+        at = find(literal, newline + 1, hi)
 
 
 class Prefilter:
@@ -430,16 +438,17 @@ class Prefilter:
         """The newline indexes of the lines of the block, from where the group is followed, that
         show it (RE2 finds one of its patterns in the line's first MAX_LINE_BYTES bytes, as
         `wanted`) and were not handed over one by one; None when a pattern of the group has no
-        required literal to find its lines by. Only C code runs per line: Python's re finds each
-        literal's line tails, `map` calls bytes methods and RE2's Match on each candidate."""
+        required literal to find its lines by. `bytes.find` finds each literal's lines (one
+        generator step per line that holds it), `map` calls bytes methods and RE2's Match on
+        each candidate."""
         followed = self._followed[key]
         if followed.tails is None:
             return None
         buf = block.buf
         start = self._follow_from.get(key, block.lo)
         stops: set[int] = set()
-        for tail in followed.tails:
-            stops.update(map(_MATCH_END, tail.finditer(buf, start, block.hi)))
+        for literal in followed.tails:
+            stops.update(_line_ends(buf, literal, start, block.hi))
         stops -= block.proposed
         ordered = list(stops)
         starts = list(map((1).__add__, map(buf.rfind, repeat(b"\n"), repeat(0), ordered)))
