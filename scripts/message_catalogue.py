@@ -1747,7 +1747,9 @@ RULES: tuple[Rule, ...] = (
         r"unrecognized (model|configuration|config class)|supported architectures|"
         r"does not recognize this architecture|trust_remote_code|trust-remote-code|"
         r"model class [^\n]*not (found|supported)|"
-        r"no model architectures? (are |is )?specified",
+        r"no model architectures? (are |is )?specified|"
+        # vLLM's fallback to the Transformers backend, refused for the architecture
+        r"has no vLLM implementation|Transformers implementation[^\n]* is not compatible",
     ),
     Rule(
         "model_loading",
@@ -1823,7 +1825,9 @@ RULES: tuple[Rule, ...] = (
         r"deprecat|ignored)|"
         r"(invalid|unsupported|unknown|unrecognized) (value|choice|argument|option|config|"
         r"setting|parameter)|mutually exclusive|cannot be used (with|together)|"
-        r"unrecognized arguments|expected one argument|invalid choice",
+        r"unrecognized arguments|expected one argument|invalid choice|"
+        # vLLM 0.8 refusing `vllm serve --model`
+        r"provide the model as a positional argument",
         classes=("ArgumentError", "ArgumentTypeError", "ConfigError", "ValidationError"),
     ),
 )
