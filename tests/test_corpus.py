@@ -211,7 +211,7 @@ class Floors:
     classes: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# Measured on 2026-12-02 (494 logs: 92 seed, 292 incoming, 110 runs; the README's accuracy section
+# Measured on 2026-12-02 (505 logs: 92 seed, 303 incoming, 110 runs; the README's accuracy section
 # has the figures), and measured anew whenever the corpus grows: a new thread can be a harder case
 # than the ones before it. What keeps the corpus below the bars is logs that show no line naming
 # their cause, not rules that name a wrong one:
@@ -227,11 +227,13 @@ class Floors:
 #   (tool_call_parser, chat_template, host_memory).
 # The first and the last kind alone are 26 logs (12 threads and 1 run decided by a base rate
 # against their label, 13 runs whose log lacks the cause), so no diagnosis that follows the base
-# rate gets past 468/494 (94.7%) on this corpus.
+# rate gets past 479/505 (94.9%) on this corpus. One miss is a rule not written yet: an NGC
+# container's start banner ("built for NVIDIA Driver Release X or later, but version Y was
+# detected"), fatal only across a CUDA major version, which takes comparing the two versions.
 DEVELOPMENT_FLOORS = Floors(
-    overall=0.923,
+    overall=0.922,
     classes={
-        "model_arch_unsupported": 0.81,
+        "model_arch_unsupported": 0.84,
         "oom_under_load": 0.52,
         "tool_call_parser": 0.76,
         "host_memory": 0.82,
