@@ -294,6 +294,36 @@ def test_facts_showing_a_new_enough_driver_keep_the_message_without_advice(diagn
     assert result.primary.driver_change_advised is False
 
 
+def _ngc_banner(built_for: str, found: str) -> str:
+    """The start banner of an NGC container on an older driver, as its entrypoint prints it."""
+    return (
+        f"ERROR: This container was built for NVIDIA Driver Release {built_for} or later, but\n"
+        f"       version {found} was detected and compatibility mode is UNAVAILABLE.\n"
+    )
+
+
+def test_an_ngc_banner_across_a_cuda_major_is_the_driver_threshold(diagnose_text):
+    """The banner compares driver branches; across a CUDA major nothing bridges the gap."""
+    result = diagnose_text(_ngc_banner("580.65", "575.57.08"))
+    facts = {f.key: f.value for f in result.facts}
+    assert facts["driver_need"] == "580.65" and facts["driver_version"] == "575.57.08"
+    assert result.compat is not None and result.compat.verdict == "incompatible"
+    assert result.compat.cuda == "13.0"
+    assert result.primary.cause == "driver_too_old"
+    assert result.primary.driver_change_advised is True
+
+
+def test_an_ngc_banner_within_a_cuda_major_advises_no_driver_change(diagnose_text):
+    """Built for r595 (CUDA 13.2) on r580 (13.0): minor-version compatibility runs it, so the
+    banner alone is no failure and a healthy start after it stays healthy."""
+    banner = _ngc_banner("595.58", "580.126.09")
+    alone = diagnose_text(banner)
+    assert alone.primary.cause != "driver_too_old"
+    assert alone.primary.driver_change_advised is False
+    served = diagnose_text(banner + STARTED)
+    assert served.primary.cause == "no_failure"
+
+
 def test_docker_inspect_cuda_version_is_read(diagnose_text):
     log = '            "CUDA_VERSION=13.0.1",\n' + FOUND_11080.replace("11080", "12080")
     result = diagnose_text(log)

@@ -44,6 +44,8 @@ FactKey = Literal[
     "torch_cuda",
     "image_cuda",
     "image_require",
+    # the driver release a container was built for (an NGC image's start banner)
+    "driver_need",
     "vllm_version",
     "gpu",
     "compute_capability",

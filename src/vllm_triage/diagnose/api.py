@@ -363,7 +363,7 @@ def _diagnose(
         notes.append(
             said(N_("driver {driver} from the log ({at})"), driver=driver, at=where_said(found[1]))
         )
-    if cuda is None and (need := log_facts.need()) is not None:
+    if cuda is None and (need := log_facts.need(kb)) is not None:
         cuda = ImageCuda(need[0], None, f"the log ({where(need[1])})")
         notes.append(
             said(N_("CUDA {cuda} from the log ({at})"), cuda=str(need[0]), at=where_said(need[1]))

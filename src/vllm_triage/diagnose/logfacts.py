@@ -158,11 +158,17 @@ class FactSet:
                     continue
         return None
 
-    def need(self) -> tuple[CudaVersion, Fact] | None:
+    def need(self, kb: KnowledgeBase | None = None) -> tuple[CudaVersion, Fact] | None:
+        """The CUDA the software needs; with the knowledge base, also from the driver release a
+        container was built for (the newest CUDA of that driver's branch, or of the nearest
+        known branch below it: never more than the release supports)."""
         for key in _NEED_KEYS:
             for fact in self.facts:
                 if fact.key == key and (cuda := _cuda(fact.value)) is not None:
                     return cuda, fact
+        for fact in self.facts if kb is not None else ():
+            if fact.key == "driver_need" and (cuda := _branch_cuda(kb, fact.value)) is not None:
+                return cuda, fact
         return None
 
     def ceiling(self) -> tuple[CudaVersion, Fact] | None:
@@ -173,11 +179,22 @@ class FactSet:
 
     def shortfall(self, kb: KnowledgeBase) -> Shortfall | None:
         """The driver's CUDA ceiling against the software's need, when the facts give both."""
-        ceiling, need = self.ceiling(), self.need()
+        ceiling, need = self.ceiling(), self.need(kb)
         if ceiling is None or need is None:
             return None
         floor = drivers.floor(kb, need[0])
         return Shortfall(ceiling[0], ceiling[1], need[0], need[1], str(floor[0]) if floor else None)
+
+
+def _branch_cuda(kb: KnowledgeBase | None, release: str) -> CudaVersion | None:
+    """The newest CUDA the driver release's branch supports, or the nearest known branch's below
+    it (None for an unreadable release or one below every known branch)."""
+    try:
+        number = DriverVersion.parse(release).major
+    except VersionError:
+        return None
+    known = [b for b in (kb.branches if kb else ()) if b.number <= number and b.cuda_ceiling]
+    return max(known, key=lambda b: b.number).cuda_ceiling if known else None
 
 
 def given_facts(
