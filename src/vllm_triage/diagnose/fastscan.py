@@ -86,28 +86,10 @@ _OPTIONAL = frozenset("?*{")
 def _group_end(pattern: str, start: int) -> int | None:
     """The index just past the group that opens at `start`, when nothing in it is an alternative
     at its own level (None otherwise, or when it never closes)."""
-    depth, i = 0, start
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            end = _class_end(pattern, i)
-            if end is None:
-                return None
-            i = end
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        elif c == "|" and depth == 1:
-            return None
-        i += 1
-    return None
+    end = _paren_end(pattern, start)
+    if end is None or len(_alternatives(pattern[start + 1 : end - 1])) > 1:
+        return None
+    return end
 
 
 def _paren_end(pattern: str, start: int) -> int | None:
@@ -199,11 +181,12 @@ def _longest_run(pattern: str) -> tuple[int, int] | None:
             step = _class_end(pattern, i) or -1
         elif c == "(":
             step = _paren_end(pattern, i) or -1
-            if step > 0 and _group_end(pattern, i) is None:
-                weakest = [_longest_run(alt) for alt in _alternatives(pattern[i + 1 : step - 1])]
+            alternatives = _alternatives(pattern[i + 1 : step - 1]) if step > 0 else []
+            if len(alternatives) > 1:
+                weakest = [_longest_run(alternative) for alternative in alternatives]
                 optional = step < len(pattern) and pattern[step] in _OPTIONAL
                 if not optional and all(weakest):
-                    run = min(found[1] for found in weakest if found)
+                    run = min(found[1] for found in weakest if found is not None)
         else:
             step = i + 1
         if step < 0:

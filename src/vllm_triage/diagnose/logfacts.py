@@ -166,9 +166,10 @@ class FactSet:
             for fact in self.facts:
                 if fact.key == key and (cuda := _cuda(fact.value)) is not None:
                     return cuda, fact
-        for fact in self.facts if kb is not None else ():
-            if fact.key == "driver_need" and (cuda := _branch_cuda(kb, fact.value)) is not None:
-                return cuda, fact
+        if kb is not None:
+            for fact in self.facts:
+                if fact.key == "driver_need" and (cuda := _branch_cuda(kb, fact.value)) is not None:
+                    return cuda, fact
         return None
 
     def ceiling(self) -> tuple[CudaVersion, Fact] | None:
@@ -186,14 +187,14 @@ class FactSet:
         return Shortfall(ceiling[0], ceiling[1], need[0], need[1], str(floor[0]) if floor else None)
 
 
-def _branch_cuda(kb: KnowledgeBase | None, release: str) -> CudaVersion | None:
+def _branch_cuda(kb: KnowledgeBase, release: str) -> CudaVersion | None:
     """The newest CUDA the driver release's branch supports, or the nearest known branch's below
     it (None for an unreadable release or one below every known branch)."""
     try:
         number = DriverVersion.parse(release).major
     except VersionError:
         return None
-    known = [b for b in (kb.branches if kb else ()) if b.number <= number and b.cuda_ceiling]
+    known = [b for b in kb.branches if b.number <= number and b.cuda_ceiling]
     return max(known, key=lambda b: b.number).cuda_ceiling if known else None
 
 
